@@ -1,0 +1,49 @@
+"""The runtime picks the interpreter without a GPU and fixes the interpreter's bf16 tl.dot."""
+import os
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import fa2.runtime as runtime
+
+pytestmark = pytest.mark.skipif(not runtime.INTERPRET, reason="interpreter-only behaviour")
+
+
+@triton.jit
+def _matmul_tile(a_ptr, b_ptr, c_ptr, M: tl.constexpr, K: tl.constexpr, N: tl.constexpr):
+    rm, rk, rn = tl.arange(0, M), tl.arange(0, K), tl.arange(0, N)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])  # (M, K)
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])  # (K, N)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
+
+
+def _rel_err_of_bf16_dot():
+    a = torch.randn(32, 64).bfloat16()
+    b = torch.randn(64, 16).bfloat16()
+    c = torch.full((32, 16), float("nan"))
+    _matmul_tile[(1,)](a, b, c, 32, 64, 16)
+    ref = a.float() @ b.float()
+    return ((c - ref).norm() / ref.norm()).item()
+
+
+def test_interpreter_selected_without_gpu():
+    assert os.environ["TRITON_INTERPRET"] == "1" and runtime.DEVICE == "cpu"
+
+
+def test_bf16_dot_matches_fp32_after_fix():
+    assert _rel_err_of_bf16_dot() < 1e-2
+
+
+def test_bf16_dot_is_wrong_without_fix(monkeypatch):
+    from triton.runtime.interpreter import InterpreterBuilder
+    monkeypatch.setattr(InterpreterBuilder, "create_dot", InterpreterBuilder.create_dot.unpatched)
+    err = _rel_err_of_bf16_dot()
+    assert not err < 0.5  # raw uint16 bits multiplied as integers: wildly wrong (or inf/nan)
+
+
+def test_bf16_widening_is_exact():
+    x = torch.randn(1000).bfloat16()
+    widened = runtime.bf16_bits_to_fp32(x.view(torch.int16).numpy().view("uint16"))
+    assert torch.equal(torch.from_numpy(widened), x.float())

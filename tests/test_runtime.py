@@ -47,3 +47,26 @@ def test_bf16_widening_is_exact():
     x = torch.randn(1000).bfloat16()
     widened = runtime.bf16_bits_to_fp32(x.view(torch.int16).numpy().view("uint16"))
     assert torch.equal(torch.from_numpy(widened), x.float())
+
+
+@triton.jit
+def _to_bf16(x_ptr, y_ptr, N: tl.constexpr):
+    r = tl.arange(0, N)
+    tl.store(y_ptr + r, tl.load(x_ptr + r).to(tl.bfloat16))
+
+
+def _bf16_cast_mismatch():
+    x = torch.randn(4096)
+    y = torch.empty(4096, dtype=torch.bfloat16)
+    _to_bf16[(1,)](x, y, 4096)
+    return (y != x.bfloat16()).float().mean().item()  # torch rounds to nearest-even, like the GPU
+
+
+def test_fp32_to_bf16_cast_rounds_to_nearest_even():
+    assert _bf16_cast_mismatch() == 0.0
+
+
+def test_fp32_to_bf16_cast_truncates_without_fix(monkeypatch):
+    from triton.runtime.interpreter import InterpreterBuilder
+    monkeypatch.setattr(InterpreterBuilder, "cast_impl", InterpreterBuilder.cast_impl.unpatched)
+    assert _bf16_cast_mismatch() > 0.3  # about half the values round up; truncation never does

@@ -1,0 +1,89 @@
+"""One-line checks for the book and the tests: fresh random inputs in any layout, errors vs fp64 and SDPA.
+
+    check_attention(my_attention, B=2, Hq=4, Hkv=2, Nq=37, Nk=70, D=32, dtype=torch.bfloat16, causal=True)
+
+draws new inputs, runs ``my_attention(q, k, v, causal=..., scale=...) -> o`` (or ``(o, lse)``) and asserts that
+the output is finite, close to the fp64 reference (atol = rtol = 1e-2), and no more than twice as far from it
+as SDPA is on the same inputs.
+"""
+
+
+import torch
+import torch.nn.functional as F
+
+from . import runtime
+from .reference import attention_reference, visible_keys
+
+LAYOUTS = ("bhnd", "bnhd", "strided")
+
+
+def make_qkv(B, Hq, Hkv, Nq, Nk, D, dtype, layout="bhnd", device=None, generator=None):
+    """Fresh N(0, 1) q (B,Hq,Nq,D), k, v (B,Hkv,Nk,D); layout "bnhd" is a transposed (B,N,H,D) buffer,
+    "strided" a view that skips every other head-dim element (no stride of 1 anywhere)."""
+    device = device or runtime.DEVICE
+
+    def one(H, N):
+        if layout == "bhnd":
+            return torch.randn(B, H, N, D, device=device, generator=generator).to(dtype)
+        if layout == "bnhd":
+            return torch.randn(B, N, H, D, device=device, generator=generator).to(dtype).transpose(1, 2)
+        if layout == "strided":
+            return torch.randn(B, N, H, 2 * D, device=device, generator=generator).to(dtype).transpose(1, 2)[..., ::2]
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+
+    return one(Hq, Nq), one(Hkv, Nk), one(Hkv, Nk)
+
+
+def sdpa_reference(q, k, v, causal=False, scale=None):
+    """SDPA with the package's conventions (bottom-right causal, GQA); rows with no visible key give 0."""
+    Nq, Nk = q.shape[2], k.shape[2]
+    mask = visible_keys(Nq, Nk, causal, q.device)
+    rows_seen = mask.any(-1)
+    o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask if causal else None, scale=scale,
+                                       enable_gqa=q.shape[1] != k.shape[1])
+    return torch.where(rows_seen[:, None], o, torch.zeros((), dtype=o.dtype, device=o.device))
+
+
+def rel_err(x, ref):
+    """max |x - ref| over max |ref| (NaN if x has a NaN): one number per comparison."""
+    x, ref = x.double(), ref.double()
+    return ((x - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
+
+
+def check_attention(fn, B=2, Hq=4, Hkv=None, Nq=64, Nk=None, D=32, dtype=torch.float16, causal=False,
+                    layout="bhnd", scale=None, atol=1e-2, rtol=1e-2, check_lse=True, verbose=False):
+    """Run fn on fresh inputs and assert it matches the fp64 reference as well as SDPA does. Returns errors."""
+    Hkv = Hq if Hkv is None else Hkv
+    Nk = Nq if Nk is None else Nk
+    q, k, v = make_qkv(B, Hq, Hkv, Nq, Nk, D, dtype, layout)
+    out = fn(q, k, v, causal=causal, scale=scale)
+    o, lse = out if isinstance(out, tuple) else (out, None)
+    ref, ref_lse = attention_reference(q, k, v, causal, scale, return_lse=True)
+    assert o.shape == q.shape and o.dtype == q.dtype, f"output {tuple(o.shape)} {o.dtype}"
+    assert torch.isfinite(o).all(), "output has NaN/inf (unwritten rows or a 0/0)"
+    err = rel_err(o, ref)
+    # SDPA computes with q, k, v upcast on the CPU when the GPU has no kernel for the combination
+    sdpa_o = sdpa_reference(q, k, v, causal, scale)
+    sdpa_err = rel_err(sdpa_o, ref)
+    torch.testing.assert_close(o.double(), ref.to(o.device), atol=atol, rtol=rtol)
+    assert err <= 2 * sdpa_err + 1e-3, f"error {err:.2e} is more than twice SDPA's {sdpa_err:.2e}"
+    result = {"err": err, "sdpa_err": sdpa_err}
+    if lse is not None and check_lse:
+        assert lse.shape == q.shape[:3] and lse.dtype == torch.float32
+        seen = torch.isfinite(ref_lse)
+        assert torch.isneginf(lse[~seen]).all(), "rows with no visible key must have lse = -inf"
+        torch.testing.assert_close(lse[seen].double(), ref_lse[seen].to(lse.device), atol=1e-2, rtol=1e-3)
+        result["lse_err"] = (lse[seen].double() - ref_lse[seen]).abs().max().item() if seen.any() else 0.0
+    if verbose:
+        print(f"B={B} Hq={Hq} Hkv={Hkv} Nq={Nq} Nk={Nk} D={D} {str(dtype)[6:]:8s} causal={causal!s:5} "
+              f"{layout:7s}: err {err:.1e} (SDPA {sdpa_err:.1e})")
+    return result
+
+
+def attention_tflops(B, H, Nq, Nk, D, causal, ms):
+    """FLOPs = 4·B·H·Nq·Nk·D (two matmuls), halved when causal (the FlashAttention papers' convention)."""
+    flops = 4 * B * H * Nq * Nk * D * (0.5 if causal else 1.0)
+    return flops / (ms * 1e-3) / 1e12
+
+
+__all__ = ["make_qkv", "sdpa_reference", "rel_err", "check_attention", "attention_tflops", "LAYOUTS"]

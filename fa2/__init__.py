@@ -1,5 +1,11 @@
-"""FlashAttention-2 forward and Flash-Decoding in Triton, exported from the chapters of the book."""
+"""FlashAttention-2 forward in Triton, exported from the chapters of the book.
+
+    o = fa2.attention(q, k, v, causal=False, scale=None)           # q (B, Hq, Nq, D); k, v (B, Hkv, Nk, D)
+    o, lse = fa2.attention(q, k, v, causal=True, return_lse=True)   # lse (B, Hq, Nq) fp32, natural log
+"""
 
 from . import runtime  # noqa: F401  (first: picks GPU or the Triton interpreter before triton loads)
+from .api import attention
 
 __version__ = "0.1.0"
+__all__ = ["attention"]

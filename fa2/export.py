@@ -2,7 +2,8 @@
 
 A notebook names its module once, in a code cell line ``#| default_exp <module>``; every code cell whose
 first line is ``#| export`` is copied, in order, into ``fa2/<module>.py`` under a header that names the
-notebook to edit. ``python -m fa2.export`` regenerates every module; ``python -m fa2.export --check``
+notebook to edit. ``#| export <other>`` sends one cell to ``fa2/<other>.py`` instead (a chapter that
+builds two concepts exports two modules). ``python -m fa2.export`` regenerates every module; ``python -m fa2.export --check``
 changes nothing and exits 1, naming the stale modules, when the package no longer matches the book.
 """
 
@@ -23,38 +24,37 @@ def _cell_source(cell) -> str:
     return "".join(src) if isinstance(src, list) else src
 
 
-def render(notebook: Path, root: Path = ROOT):
-    """(module name, module text) that a notebook exports, or None if it exports nothing."""
+def render(notebook: Path, root: Path = ROOT) -> dict:
+    """{module name: module text} that a notebook exports (empty if it exports nothing)."""
     cells = [c for c in json.loads(notebook.read_text())["cells"] if c["cell_type"] == "code"]
-    module, chunks = None, []
+    default, chunks = None, []  # chunks: (module or None for the default, code)
     for cell in cells:
         lines = _cell_source(cell).splitlines()
         for line in lines:
             if line.startswith(_DEFAULT_EXP):
-                module = line[len(_DEFAULT_EXP):].strip()
-        if lines and lines[0].strip() == _EXPORT:
+                default = line[len(_DEFAULT_EXP):].strip()
+        first = lines[0].split() if lines else []
+        if first[:2] == ["#|", "export"]:
             body = [line for line in lines[1:] if not line.startswith("#| ")]  # drop directives
-            chunks.append("\n".join(body).strip("\n"))
-    if not chunks:
-        return None
-    if not module:
+            chunks.append((first[2] if len(first) > 2 else None, "\n".join(body).strip("\n")))
+    if any(module is None for module, _ in chunks) and not default:
         raise ValueError(f"{notebook}: has '#| export' cells but no '#| default_exp <module>' line")
     header = HEADER.format(notebook=notebook.relative_to(root).as_posix())
-    return module, header + "\n" + "\n\n\n".join(chunks) + "\n"
+    modules = {}
+    for module, code in chunks:
+        modules.setdefault(module or default, []).append(code)
+    return {m: header + "\n" + "\n\n\n".join(codes) + "\n" for m, codes in modules.items()}
 
 
 def plan(root: Path = ROOT) -> dict:
     """Map each generated module path to the text the notebooks say it should hold."""
     out = {}
     for nb in sorted((root / "book").glob("[0-9][0-9]_*.ipynb")):
-        rendered = render(nb, root)
-        if rendered is None:
-            continue
-        module, text = rendered
-        path = root / "fa2" / f"{module}.py"
-        if path in out:
-            raise ValueError(f"module fa2/{module}.py is exported by two notebooks")
-        out[path] = text
+        for module, text in render(nb, root).items():
+            path = root / "fa2" / f"{module}.py"
+            if path in out:
+                raise ValueError(f"module fa2/{module}.py is exported by two notebooks")
+            out[path] = text
     return out
 
 

@@ -1,0 +1,101 @@
+"""The public API: `fa2.attention` -- input checks, kernel dispatch, and a torch custom op for torch.compile."""
+
+import math
+import numbers
+
+import torch
+import torch.nn.functional as F
+
+from fa2 import runtime
+from fa2.autotune import choose_config
+from fa2.fast import attention_fast, tma_compatible
+from fa2.forward import attention_forward
+
+MAX_HEAD_DIM = 256
+
+
+def _check_inputs(q, k, v, causal, scale):
+    """Raise TypeError/ValueError naming the argument for anything the kernels cannot compute correctly."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"fa2.attention: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(f"fa2.attention: {name} must be 4-D (B, H, N, D), got shape {tuple(t.shape)}")
+        if t.dtype not in (torch.float16, torch.bfloat16):
+            raise TypeError(f"fa2.attention: {name} must be float16 or bfloat16, got {t.dtype}")
+        if t.dtype != q.dtype:
+            raise TypeError(f"fa2.attention: {name} is {t.dtype} but q is {q.dtype}; use one dtype")
+        if t.device != q.device:
+            raise ValueError(f"fa2.attention: {name} is on {t.device} but q is on {q.device}")
+        if t.numel() == 0:
+            raise ValueError(f"fa2.attention: {name} is empty, shape {tuple(t.shape)}")
+    if q.device.type != "cuda" and not (runtime.INTERPRET and q.device.type == "cpu"):
+        raise ValueError(f"fa2.attention: q is on {q.device}; the kernels need a CUDA device "
+                         "(or TRITON_INTERPRET=1 for CPU tensors)")
+    (B, Hq, _, D), (Bk, Hkv, Nk, Dk) = q.shape, k.shape
+    if Bk != B:
+        raise ValueError(f"fa2.attention: k has batch {Bk} but q has batch {B}")
+    if Dk != D:
+        raise ValueError(f"fa2.attention: k has head dim {Dk} but q has head dim {D}")
+    if v.shape != k.shape:
+        raise ValueError(f"fa2.attention: v must have k's shape {tuple(k.shape)}, got {tuple(v.shape)}")
+    if Hq % Hkv:
+        raise ValueError(f"fa2.attention: q's {Hq} heads are not a multiple of k's and v's {Hkv} heads")
+    if D > MAX_HEAD_DIM:
+        raise ValueError(f"fa2.attention: head dim {D} is not supported (at most {MAX_HEAD_DIM})")
+    if not isinstance(causal, bool):
+        raise TypeError(f"fa2.attention: causal must be a bool, got {type(causal).__name__}")
+    if scale is not None and (not isinstance(scale, numbers.Real) or not math.isfinite(scale)):
+        raise TypeError(f"fa2.attention: scale must be a finite number or None, got {scale!r}")
+    if q.device.type == "cuda" and q.dtype == torch.bfloat16 and torch.cuda.get_device_capability(q.device)[0] < 8:
+        raise TypeError("fa2.attention: bfloat16 needs an sm_80+ GPU (Ampere or newer); use float16 on this GPU")
+
+
+def padded_head_dim(d):
+    """Head dims are powers of two >= 16 inside the kernels (tl.arange, tl.dot); others are zero-padded."""
+    return max(16, 1 << (d - 1).bit_length())
+
+
+def _kernel_for(q, k, v):
+    """The Hopper kernel (TMA, exp2, split loops) where it can run, the chapter-5 kernel elsewhere."""
+    if q.device.type == "cuda":
+        return "fast" if torch.cuda.get_device_capability(q.device)[0] >= 9 and tma_compatible(q, k, v) else "generic"
+    return "generic"  # the interpreter runs both; tests call fa2.fast directly
+
+
+def _forward(q, k, v, causal, scale):
+    """(o, lse) with o laid out like torch.empty_like(q) -- what the custom op's fake promises."""
+    q_in = q
+    D = q.shape[-1]
+    D_pad = padded_head_dim(D)
+    if D_pad != D:  # zero columns add 0 to every score and produce 0 output columns: exact
+        q, k, v = (F.pad(t, (0, D_pad - D)) for t in (q, k, v))
+    kernel = _kernel_for(q, k, v)
+    if kernel == "fast":
+        run = lambda cfg: attention_fast(q, k, v, causal, scale, config=cfg, host_desc=True)
+    else:
+        run = lambda cfg: attention_forward(q, k, v, causal, scale, **cfg)
+    reference = lambda: attention_forward(q, k, v, causal, scale)[0]   # for autotune's correctness check
+    o, lse = run(choose_config(kernel, q, k, v, causal, scale, run, reference))
+    if D_pad != D:
+        o = torch.empty_like(q_in).copy_(o[..., :D])
+    return o, lse
+
+
+@torch.library.custom_op("fa2::attention", mutates_args=())
+def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                  scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    return _forward(q, k, v, causal, scale)
+
+
+@_attention_op.register_fake
+def _(q, k, v, causal, scale):
+    return torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32)
+
+
+def attention(q, k, v, causal=False, scale=None, return_lse=False):
+    """Attention softmax(q k^T * scale) v, FlashAttention-2 forward; q (B,Hq,Nq,D), k/v (B,Hkv,Nk,D)."""
+    _check_inputs(q, k, v, causal, scale)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    o, lse = _attention_op(q, k, v, causal, scale)
+    return (o, lse) if return_lse else o

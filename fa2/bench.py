@@ -1,0 +1,505 @@
+"""Benchmark CLI: times ``fa2.attention`` against its peers in one process, checks every output first.
+
+    python -m fa2.bench --sweep money                       # (8, 32, 2048, 128) bf16 causal, every peer
+    python -m fa2.bench --sweep reference --no-plot         # the book's full sweep (96 shapes)
+    python -m fa2.bench --sweep headline --providers fa2,sdpa_flash --gqa 8
+    python -m fa2.bench --sweep tiny                        # CPU: Triton interpreter vs SDPA's math backend
+
+Providers: ``fa2`` (``fa2.attention``), ``sdpa_flash`` (SDPA's FLASH backend: the FA2 kernels vendored in
+PyTorch), ``sdpa_cudnn``, ``sdpa_efficient``, ``sdpa_math``, ``flash_attn`` (``flash_attn_func`` on
+(B, N, H, D) inputs, when importable) and ``flex`` (``torch.compile(flex_attention)``, CUDA only). The default
+is every provider that can run here: on the CPU only ``fa2`` and ``sdpa_math``.
+
+For every shape each provider's output is first compared with a reference (SDPA's FLASH backend on a GPU,
+fp64 on the CPU; so on a GPU ``sdpa_flash``'s own error is 0 by construction): ``rel_err`` =
+max|o - ref| / max|ref|; NaN or more than 2e-2 gives ``check=fail`` (the row is still timed). Then
+``triton.testing.do_bench(..., return_mode="median")`` times it while the calls rotate over independently
+allocated input sets that together exceed twice the L2 cache. A provider that raises for a shape gets a
+row with ``check=error`` and the message in ``error``; the sweep goes on.
+
+Writes ``<out>/<name>.csv`` (one row per shape and provider, with the command that made it) and
+``<out>/<name>.png``, and prints one row per shape with TFLOP/s and fa2's ratio to each peer. Exits 1 when
+an output failed its check or ``fa2`` raised, else 0.
+"""
+
+import argparse
+import contextlib
+import csv
+import itertools
+import math
+import shlex
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.testing
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from tqdm import tqdm
+
+import fa2
+from fa2 import runtime
+from fa2.reference import attention_reference
+from fa2.testing import attention_tflops, make_qkv, rel_err
+
+COLUMNS = ["sweep", "provider", "label", "B", "H", "Hkv", "N_Q", "N_KV", "D", "dtype", "causal", "ms", "tflops",
+           "rel_err", "check", "error", "device", "torch", "triton", "command"]
+MAX_REL_ERR = 2e-2                    # above this (or NaN) a provider's output is marked check=fail
+MAX_SHAPE_BYTES = 40 * 2**30          # sweeps skip shapes whose q + k + v + o exceed this
+MAX_INPUT_SETS = 64                   # the rotation never holds more input sets than this
+RATIO_PEERS = ("sdpa_flash", "flash_attn", "sdpa_cudnn", "sdpa_math")   # table columns fa2/<peer>, in order
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One benchmark problem: q (B, H, N, D), k and v (B, Hkv, N, D); N_Q = N_KV = N."""
+    B: int
+    H: int
+    Hkv: int
+    N: int
+    D: int
+    causal: bool
+    dtype: str                        # "fp16" or "bf16"
+
+    def nbytes(self, with_output=True):
+        """Bytes of q + k + v (+ o)."""
+        elems = (self.H * (2 if with_output else 1) + 2 * self.Hkv) * self.B * self.N * self.D
+        return elems * DTYPES[self.dtype].itemsize
+
+    def tflops(self, ms):
+        """TFLOP/s at ms per call: 4·B·H·N²·D FLOPs, halved if causal."""
+        return attention_tflops(self.B, self.H, self.N, self.N, self.D, self.causal, ms)
+
+    def name(self):
+        """Short text such as '8×32×2048×128' (heads as 'H/Hkv' under GQA)."""
+        heads = self.H if self.H == self.Hkv else f"{self.H}/{self.Hkv}"
+        return f"{self.B}×{heads}×{self.N}×{self.D}"
+
+
+# ----------------------------------------------------------------------------------------------- sweeps
+
+def grid_sweep(bnhd, causals=(True, False), dtypes=("fp16", "bf16"), hkv=None):
+    """Shapes for every (B, N, H, D) × causal × dtype, dropping those above MAX_SHAPE_BYTES."""
+    shapes = [Shape(B, H, hkv or H, N, D, causal, dtype)
+              for dtype, (B, N, H, D), causal in itertools.product(dtypes, bnhd, causals)]
+    return [s for s in shapes if s.nbytes() <= MAX_SHAPE_BYTES]
+
+
+def reference_sweep(hkv=None):
+    """DESIGN.md's sweep: B∈{1,8,32} × N∈{512..16384} × D∈{64,128} × causal × dtype; H = 32 (D=128), 16 (D=64)."""
+    bnhd = [(B, N, 32 if D == 128 else 16, D)
+            for D in (128, 64) for B in (1, 8, 32) for N in (512, 2048, 8192, 16384)]
+    return grid_sweep(bnhd, hkv=hkv)
+
+
+def money_sweep(hkv=None):
+    """The money shot: (B, H, N, D) = (8, 32, 2048, 128), bf16, causal."""
+    return grid_sweep([(8, 2048, 32, 128)], causals=(True,), dtypes=("bf16",), hkv=hkv)
+
+
+def headline_sweep(hkv=None):
+    """A handful of shapes for a quick look, bf16, causal and not."""
+    bnhd = [(8, 2048, 32, 128), (1, 8192, 32, 128), (32, 512, 32, 128), (8, 2048, 16, 64), (1, 16384, 16, 64)]
+    return grid_sweep(bnhd, dtypes=("bf16",), hkv=hkv)
+
+
+def tiny_sweep(hkv=None):
+    """CPU-sized shapes for the Triton interpreter (a few seconds in all)."""
+    return grid_sweep([(1, 64, 2, 32), (1, 48, 2, 16)], hkv=hkv)
+
+
+SWEEPS = {"money": money_sweep, "reference": reference_sweep, "headline": headline_sweep, "tiny": tiny_sweep}
+
+
+# -------------------------------------------------------------------------------------------- providers
+
+@dataclass
+class Provider:
+    """A peer: build(shape) -> fn(q, k, v) -> o, called inside context(); layout is how fn wants q, k, v."""
+    name: str
+    label: str
+    build: Callable[[Shape], Callable]
+    context: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
+    layout: str = "bhnd"              # "bnhd": fn takes contiguous (B, N, H, D) q, k, v and returns o so
+
+
+def build_fa2(shape):
+    """fa2.attention, the package's public entry point."""
+    attention = fa2.attention
+    return lambda q, k, v: attention(q, k, v, causal=shape.causal)
+
+
+def build_sdpa(shape):
+    """F.scaled_dot_product_attention; the backend is chosen by the provider's context."""
+    gqa = {"enable_gqa": True} if shape.Hkv != shape.H else {}
+    return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=shape.causal, **gqa)
+
+
+def build_flash_attn(shape):
+    """flash_attn.flash_attn_func on (B, N, H, D) inputs (GQA native)."""
+    from flash_attn import flash_attn_func
+    return lambda q, k, v: flash_attn_func(q, k, v, causal=shape.causal)
+
+
+_compiled_flex = None
+
+
+def build_flex(shape):
+    """torch.compile(flex_attention), static shapes; the causal block mask is built here, once per shape."""
+    global _compiled_flex
+    if runtime.DEVICE != "cuda":
+        raise RuntimeError("flex_attention is benchmarked on CUDA only")
+    import torch._dynamo
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    if _compiled_flex is None:
+        config = torch._dynamo.config     # one compiled graph per shape: lift dynamo's recompile limit
+        knob = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+        setattr(config, knob, max(getattr(config, knob), 512))
+        _compiled_flex = torch.compile(flex_attention, dynamic=False)
+    block_mask = None
+    if shape.causal:
+        block_mask = create_block_mask(lambda b, h, q_idx, kv_idx: q_idx >= kv_idx, B=None, H=None,
+                                       Q_LEN=shape.N, KV_LEN=shape.N, device="cuda")
+    gqa = shape.Hkv != shape.H
+    return lambda q, k, v: _compiled_flex(q, k, v, block_mask=block_mask, enable_gqa=gqa)
+
+
+def sdpa_backend(backend):
+    """A context factory pinning SDPA to one backend (it raises if that backend cannot run the inputs)."""
+    return lambda: sdpa_kernel(backend)
+
+
+def flash_attn_version():
+    """flash_attn's version, or None when it is not importable."""
+    try:
+        import flash_attn
+    except Exception:
+        return None
+    return getattr(flash_attn, "__version__", "?")
+
+
+def all_providers():
+    """Every provider by name, whether or not it can run here."""
+    version = flash_attn_version()
+    return {p.name: p for p in [
+        Provider("fa2", "fa2 (Triton)", build_fa2),
+        Provider("sdpa_flash", "FA2 (PyTorch-vendored)", build_sdpa, sdpa_backend(SDPBackend.FLASH_ATTENTION)),
+        Provider("sdpa_cudnn", "SDPA cuDNN", build_sdpa, sdpa_backend(SDPBackend.CUDNN_ATTENTION)),
+        Provider("sdpa_efficient", "SDPA mem-efficient", build_sdpa, sdpa_backend(SDPBackend.EFFICIENT_ATTENTION)),
+        Provider("sdpa_math", "SDPA math", build_sdpa, sdpa_backend(SDPBackend.MATH)),
+        Provider("flash_attn", f"flash-attn {version or '(not installed)'}", build_flash_attn, layout="bnhd"),
+        Provider("flex", "FlexAttention (compiled)", build_flex),
+    ]}
+
+
+def default_providers():
+    """Names of the providers that make sense here: fa2 and SDPA math on the CPU, every GPU peer on CUDA."""
+    if runtime.DEVICE != "cuda":
+        return ["fa2", "sdpa_math"]
+    names = ["fa2", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient"]
+    return names + (["flash_attn"] if flash_attn_version() else []) + ["flex"]
+
+
+# ----------------------------------------------------------------------------------------- measuring
+
+def input_sets(shape, generator):
+    """Independent (q, k, v) sets, fresh N(0, 1): enough that together they exceed 2× the L2 (1 on the CPU)."""
+    count = 1
+    if runtime.DEVICE == "cuda":
+        l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 * 2**20)
+        count = min(MAX_INPUT_SETS, 2 * l2 // shape.nbytes(with_output=False) + 1)
+    return [make_qkv(shape.B, shape.H, shape.Hkv, shape.N, shape.N, shape.D, DTYPES[shape.dtype],
+                     generator=generator) for _ in range(count)]
+
+
+def reference_output(shape, q, k, v):
+    """What every provider is checked against: fp64 on the CPU, SDPA's FLASH backend on a GPU; None if neither ran."""
+    if runtime.DEVICE != "cuda":
+        return attention_reference(q, k, v, causal=shape.causal)
+    sdpa = build_sdpa(shape)
+    for context in (sdpa_backend(SDPBackend.FLASH_ATTENTION), contextlib.nullcontext):
+        try:                          # FLASH cannot run these inputs: let SDPA choose a backend
+            with context():
+                return sdpa(q, k, v)
+        except RuntimeError:
+            continue
+    return None
+
+
+def wallclock_median_ms(fn, warmup_ms, rep_ms):
+    """Median wall-clock ms of fn on the CPU, where do_bench has no driver to time with."""
+    start = time.perf_counter()
+    fn()
+    estimate_ms = max((time.perf_counter() - start) * 1e3, 1e-3)
+    for _ in range(max(1, round(warmup_ms / estimate_ms))):
+        fn()
+    times = []
+    for _ in range(max(3, round(rep_ms / estimate_ms))):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def time_ms(fn, sets, warmup_ms, rep_ms):
+    """Median ms per call of fn, each call on the next input set of the rotation."""
+    rotation = itertools.cycle(sets)
+    call = lambda: fn(*next(rotation))
+    if runtime.DEVICE != "cuda":
+        return wallclock_median_ms(call, warmup_ms, rep_ms)
+    return triton.testing.do_bench(call, warmup=warmup_ms, rep=rep_ms, return_mode="median")
+
+
+def to_layout(sets, layout):
+    """The input sets as the provider takes them: (B, H, N, D) views, or contiguous (B, N, H, D) copies."""
+    if layout == "bhnd":
+        return sets
+    return [tuple(x.transpose(1, 2).contiguous() for x in qkv) for qkv in sets]
+
+
+def measure(provider, shape, sets, ref, args):
+    """One CSV row: check provider's output against ref, then time it (an error fills the error column)."""
+    row = {"provider": provider.name, "label": provider.label, "ms": "", "tflops": "", "rel_err": "",
+           "check": "error", "error": ""}
+    try:
+        fn = provider.build(shape)
+        inputs = to_layout(sets, provider.layout)
+        with provider.context():
+            o = fn(*inputs[0])
+            o = o.transpose(1, 2) if provider.layout == "bnhd" else o
+            err = rel_err(o, ref) if ref is not None else math.nan
+            row["rel_err"] = f"{err:.2e}" if ref is not None else ""
+            row["check"] = "unchecked" if ref is None else "ok" if err <= MAX_REL_ERR else "fail"   # NaN: fail
+            del o
+            ms = time_ms(fn, inputs, args.warmup_ms, args.rep_ms)
+        row["ms"], row["tflops"] = f"{ms:.5g}", f"{shape.tflops(ms):.5g}"
+    except Exception as error:        # unsupported backend/dtype/shape, OOM, missing package: record, go on
+        row["error"] = f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
+    return row
+
+
+def shape_columns(sweep, shape, environment):
+    """The CSV columns that describe the problem and the machine."""
+    return {"sweep": sweep, "B": shape.B, "H": shape.H, "Hkv": shape.Hkv, "N_Q": shape.N, "N_KV": shape.N,
+            "D": shape.D, "dtype": shape.dtype, "causal": shape.causal, **environment}
+
+
+def device_name():
+    """The GPU's name, or the CPU with the interpreter."""
+    if runtime.DEVICE == "cuda":
+        return torch.cuda.get_device_name(0)
+    return "CPU (Triton interpreter)" if runtime.INTERPRET else "CPU"
+
+
+def run_sweep(sweep, shapes, providers, args, write):
+    """Measure every (shape, provider), passing each row to write as soon as it exists; returns the rows."""
+    environment = {"device": device_name(), "torch": torch.__version__, "triton": triton.__version__,
+                   "command": args.command}
+    rows = []
+    progress = tqdm(total=len(shapes) * len(providers), unit="run", dynamic_ncols=True)
+    for shape in shapes:
+        generator = torch.Generator(runtime.DEVICE).manual_seed(0)
+        sets = input_sets(shape, generator)
+        ref = reference_output(shape, *sets[0])
+        for provider in providers:
+            progress.set_postfix_str(f"{shape.name()} {shape.dtype} causal={shape.causal} {provider.name}")
+            row = {**shape_columns(sweep, shape, environment), **measure(provider, shape, sets, ref, args)}
+            write(row)
+            rows.append(row)
+            progress.update()
+        del sets, ref
+        if runtime.DEVICE == "cuda":
+            torch.cuda.empty_cache()
+    progress.close()
+    return rows
+
+
+# ------------------------------------------------------------------------------------------- reporting
+
+def by_shape(rows):
+    """Rows grouped as {shape key: {provider: row}}, in sweep order."""
+    table = {}
+    for row in rows:
+        key = (row["B"], row["H"], row["Hkv"], row["N_Q"], row["D"], row["causal"], row["dtype"])
+        table.setdefault(key, {})[row["provider"]] = row
+    return table
+
+
+def ratio(row, peer_row):
+    """fa2's TFLOP/s over a peer's, or None unless both ran and passed the check."""
+    if row["check"] != "ok" or peer_row["check"] != "ok" or float(peer_row["tflops"]) <= 0:
+        return None
+    return float(row["tflops"]) / float(peer_row["tflops"])
+
+
+def tflops_cell(row):
+    """A table cell: TFLOP/s, '!' appended when the output failed its check, '?' when unchecked, 'err' if it raised."""
+    if row["check"] == "error":
+        return "err"
+    return f"{float(row['tflops']):.4g}" + {"fail": "!", "unchecked": "?"}.get(row["check"], "")
+
+
+def print_table(rows, names):
+    """One line per shape: each provider's TFLOP/s and fa2's ratio to each peer; then geomean and min."""
+    peers = [p for p in RATIO_PEERS if p in names and "fa2" in names]
+    header = ["shape", "causal", "dtype", *names, *[f"fa2/{p}" for p in peers]]
+    lines, ratios = [], {p: [] for p in peers}
+    for (B, H, Hkv, N, D, causal, dtype), row in by_shape(rows).items():
+        shape = Shape(B, H, Hkv, N, D, causal, dtype)
+        cells = [shape.name(), str(causal), dtype, *[tflops_cell(row[n]) for n in names]]
+        for peer in peers:
+            r = ratio(row["fa2"], row[peer])
+            cells.append("-" if r is None else f"{r:.4g}")
+            ratios[peer] += [] if r is None else [r]
+        lines.append(cells)
+    widths = [max(len(c) for c in column) for column in zip(header, *lines)]
+    print("\nTFLOP/s (4·B·H·N²·D, halved if causal; '!' = output failed its check, '?' = no reference, "
+          "'err' = raised)")
+    for cells in [header, *lines]:
+        print("  ".join(c.rjust(w) for c, w in zip(cells, widths)))
+    for peer, values in ratios.items():
+        if values:
+            geomean = math.exp(sum(map(math.log, values)) / len(values))
+            print(f"fa2/{peer}: geometric mean {geomean:.4g}, min {min(values):.4g} over {len(values)} shapes")
+
+
+def print_notes(rows, names):
+    """Failures, errors, and what stands in for flash-attn when it is missing."""
+    failed = [r for r in rows if r["check"] == "fail"]
+    for row in failed:
+        print(f"CHECK FAILED: {row['provider']} B={row['B']} H={row['H']} N={row['N_Q']} D={row['D']} "
+              f"{row['dtype']} causal={row['causal']}: rel_err {row['rel_err']} > {MAX_REL_ERR}")
+    errors = {(r["provider"], r["error"]) for r in rows if r["check"] == "error"}
+    for provider, error in sorted(errors):
+        print(f"error ({provider}): {error}")
+    if "sdpa_flash" in names and not any(r["provider"] == "flash_attn" and r["check"] != "error" for r in rows):
+        print("note: flash_attn was not measured; 'FA2 (PyTorch-vendored)' is SDPA's FLASH backend, the FA2 "
+              "kernels vendored in PyTorch. On an H200, flash-attn 2.8.3 ran 0-15% faster than it (mean ≈ 1.06×).")
+
+
+PROVIDER_COLORS = {"fa2": "#d62728", "sdpa_flash": "#1f77b4", "flash_attn": "#17becf", "sdpa_cudnn": "#2ca02c",
+                   "sdpa_efficient": "#9467bd", "sdpa_math": "#8c564b", "flex": "#ff7f0e"}
+
+
+def plot_panel(ax, groups, names, peer):
+    """One panel: a group of bars per shape, one bar per provider, fa2's ratio to peer above each group."""
+    bar = 0.8 / len(names)
+    for x, (shape, row) in enumerate(groups):
+        for i, name in enumerate(names):
+            if row[name]["check"] != "error":
+                ax.bar(x + (i - (len(names) - 1) / 2) * bar, float(row[name]["tflops"]), bar,
+                       color=PROVIDER_COLORS.get(name), hatch="//" if row[name]["check"] == "fail" else None,
+                       label=row[name]["label"])
+        r = ratio(row["fa2"], row[peer]) if peer else None
+        if r is not None:
+            top = max(float(row[n]["tflops"]) for n in names if row[n]["check"] != "error")
+            ax.annotate(f"{r:.3g}×", (x, top), xytext=(0, 3), textcoords="offset points", ha="center",
+                        fontsize=9, fontweight="bold")
+    ax.set_xticks(range(len(groups)), [f"B={s.B} H={s.H if s.H == s.Hkv else f'{s.H}/{s.Hkv}'}\nN={s.N}"
+                                       for s, _ in groups], fontsize=9)
+    ax.set_ylabel("TFLOP/s")
+    ax.margins(y=0.12)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+
+
+def plot(rows, names, path, sweep):
+    """Grouped bars of TFLOP/s, one panel per (dtype, D, causal); hatched bars failed their check."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = {}
+    for key, row in by_shape(rows).items():
+        B, H, Hkv, N, D, causal, dtype = key
+        panels.setdefault((dtype, D, causal), []).append((Shape(*key), row))
+    most = max(len(groups) for groups in panels.values())
+    ncols = 1 if most > 6 else min(2, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    width, height = max(6.0, 0.22 * most * len(names) + 2.0) * ncols, 3.6 * nrows + 1.0
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width, height), squeeze=False)
+    peer = next((p for p in RATIO_PEERS if p in names and "fa2" in names), None)
+    for ax, ((dtype, D, causal), groups) in zip(axes.flat, panels.items()):
+        plot_panel(ax, groups, names, peer)
+        ax.set_title(f"{dtype}, D={D}, {'causal' if causal else 'non-causal'}", fontsize=11)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    legend = {}                       # label -> handle over every panel (a provider may error in some)
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, handle)
+    dtypes = "/".join(sorted({row["dtype"] for row in rows}))
+    ratio_note = f"; above the bars: fa2 / {all_providers()[peer].label}" if peer else ""
+    fig.suptitle(f"Attention forward, {sweep} sweep: TFLOP/s on {device_name()} ({dtypes}){ratio_note}",
+                 y=1 - 0.2 / height, fontsize=13)
+    fig.legend(legend.values(), legend.keys(), loc="upper center", ncol=min(len(legend), 4), frameon=False,
+               bbox_to_anchor=(0.5, 1 - 0.45 / height))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.9 / height))
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------------------- CLI
+
+def parse_args(argv):
+    """The command line, checked: known sweep and providers, Hkv dividing every H."""
+    parser = argparse.ArgumentParser(prog="python -m fa2.bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sweep", choices=sorted(SWEEPS), default="tiny" if runtime.DEVICE != "cuda" else "headline",
+                        help="named set of shapes (default: headline on a GPU, tiny on the CPU)")
+    parser.add_argument("--providers", help=f"comma list from {','.join(all_providers())} "
+                                            f"(default here: {','.join(default_providers())})")
+    parser.add_argument("--out", type=Path, default=Path("book/results"), help="output folder (default book/results)")
+    parser.add_argument("--name", help="file stem of the CSV and PNG (default: the sweep's name)")
+    parser.add_argument("--warmup-ms", type=float, default=25.0, help="do_bench warm-up time per run (ms)")
+    parser.add_argument("--rep-ms", type=float, default=100.0, help="do_bench timed repetition time per run (ms)")
+    parser.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    parser.add_argument("--gqa", type=int, metavar="HKV", help="number of KV heads (default: as many as query heads)")
+    args = parser.parse_args(argv)
+    args.shapes = SWEEPS[args.sweep](args.gqa)
+    if args.gqa is not None and (args.gqa < 1 or any(s.H % args.gqa for s in args.shapes)):
+        parser.error(f"--gqa {args.gqa} must divide every H in the {args.sweep} sweep")
+    args.providers = list(dict.fromkeys(filter(None, args.providers.split(",")))) if args.providers \
+        else default_providers()
+    unknown = sorted(set(args.providers) - set(all_providers()))
+    if unknown:
+        parser.error(f"unknown providers {unknown}; choose from {sorted(all_providers())}")
+    args.name = args.name or args.sweep
+    args.command = "python -m fa2.bench " + shlex.join(argv)
+    return args
+
+
+def main(argv=None):
+    """Run a sweep, write the CSV (and PNG), print the table; 1 if an output failed or fa2 raised, else 0."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(argv)
+    providers = [all_providers()[name] for name in args.providers]
+    args.out.mkdir(parents=True, exist_ok=True)
+    csv_path = args.out / f"{args.name}.csv"
+    print(f"{runtime.describe()}\n{len(args.shapes)} shapes × {len(providers)} providers -> {csv_path}")
+    with open(csv_path, "w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=COLUMNS)
+        writer.writeheader()
+
+        def write(row):               # flushed row by row: a run cut short still leaves its measurements
+            writer.writerow(row)
+            file.flush()
+
+        rows = run_sweep(args.sweep, args.shapes, providers, args, write)
+    print_table(rows, args.providers)
+    print_notes(rows, args.providers)
+    print(f"wrote {csv_path}")
+    if not args.no_plot:
+        plot(rows, args.providers, args.out / f"{args.name}.png", args.sweep)
+        print(f"wrote {args.out / args.name}.png")
+    bad = [r for r in rows if r["check"] == "fail" or (r["provider"] == "fa2" and r["check"] == "error")]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""The benchmark CLI: the tiny sweep end to end, the sweep definitions, and rows for broken or wrong providers."""
+import csv
+import shlex
+
+import torch
+
+from fa2 import bench
+
+FAST = ["--rep-ms", "1", "--warmup-ms", "1"]
+
+
+def read_rows(path):
+    with open(path, newline="") as file:
+        reader = csv.DictReader(file)
+        return reader.fieldnames, list(reader)
+
+
+def test_tiny_sweep_writes_checked_csv_and_plot(tmp_path, capsys):
+    argv = ["--sweep", "tiny", "--out", str(tmp_path), "--providers", "fa2,sdpa_math", *FAST]
+    assert bench.main(argv) == 0
+    columns, rows = read_rows(tmp_path / "tiny.csv")
+    assert columns == bench.COLUMNS
+    shapes = bench.tiny_sweep()
+    runs = {(r["B"], r["H"], r["Hkv"], r["N_Q"], r["N_KV"], r["D"], r["dtype"], r["causal"], r["provider"])
+            for r in rows}
+    assert len(rows) == len(runs) == 2 * len(shapes)
+    assert {r["provider"] for r in rows} == {"fa2", "sdpa_math"}
+    for row in rows:
+        assert row["check"] == "ok" and row["error"] == "", row
+        assert float(row["tflops"]) > 0 and float(row["ms"]) > 0 and float(row["rel_err"]) <= bench.MAX_REL_ERR
+        assert row["sweep"] == "tiny" and row["device"] and row["torch"] == torch.__version__
+        assert row["command"] == "python -m fa2.bench " + shlex.join(argv)
+    assert (tmp_path / "tiny.png").stat().st_size > 10_000
+    assert "fa2/sdpa_math: geometric mean" in capsys.readouterr().out
+
+
+def test_sweep_definitions():
+    reference = bench.reference_sweep()
+    assert all(s.nbytes() <= bench.MAX_SHAPE_BYTES for s in reference)
+    assert len(reference) == 3 * 4 * 2 * 2 * 2 == len(set(reference))          # nothing is over 40 GiB
+    assert {(s.D, s.H) for s in reference} == {(128, 32), (64, 16)}
+    assert {s.B for s in reference} == {1, 8, 32} and {s.N for s in reference} == {512, 2048, 8192, 16384}
+    assert all(s.Hkv == s.H for s in reference)
+    assert bench.money_sweep() == [bench.Shape(B=8, H=32, Hkv=32, N=2048, D=128, causal=True, dtype="bf16")]
+    assert {s.Hkv for s in bench.headline_sweep(hkv=8)} == {8}
+    assert bench.Shape(8, 32, 32, 2048, 128, True, "bf16").tflops(1.0) == 4 * 8 * 32 * 2048**2 * 128 / 2 / 1e9
+
+
+def test_broken_wrong_and_bnhd_providers(tmp_path, monkeypatch):
+    def broken(shape):
+        raise RuntimeError("no kernel for this shape\nsecond line")
+
+    def wrong(shape):
+        return lambda q, k, v: torch.full_like(q, float("nan"))
+
+    def bnhd(shape):                  # like flash_attn: takes and returns (B, N, H, D)
+        sdpa = bench.build_sdpa(shape)
+        return lambda q, k, v: sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
+
+    peers = bench.all_providers()
+    peers.update(broken=bench.Provider("broken", "Broken", broken), wrong=bench.Provider("wrong", "Wrong", wrong),
+                 bnhd=bench.Provider("bnhd", "BNHD", bnhd, layout="bnhd"))
+    monkeypatch.setattr(bench, "all_providers", lambda: peers)
+    argv = ["--sweep", "money", "--out", str(tmp_path), "--providers", "bnhd,broken,wrong", "--no-plot", *FAST]
+    monkeypatch.setitem(bench.SWEEPS, "money", lambda hkv=None: bench.tiny_sweep(hkv)[:1])   # one small shape
+    assert bench.main(argv) == 1                                                    # a wrong output fails the run
+    _, rows = read_rows(tmp_path / "money.csv")
+    by_provider = {r["provider"]: r for r in rows}
+    assert by_provider["bnhd"]["check"] == "ok" and float(by_provider["bnhd"]["rel_err"]) < 1e-2
+    assert by_provider["broken"]["check"] == "error" and by_provider["broken"]["tflops"] == ""
+    assert by_provider["broken"]["error"] == "RuntimeError: no kernel for this shape"
+    assert by_provider["wrong"]["check"] == "fail" and by_provider["wrong"]["rel_err"] == "nan"
+    assert not (tmp_path / "money.png").exists()

@@ -1,0 +1,112 @@
+"""GPU-only checks (skipped without a CUDA GPU): the whole reference sweep, int64 offsets, dispatch, no autotune.
+
+The sweep writes its summary to $FA2_SWEEP_CSV (default book/results/gpu_correctness_sweep.csv)."""
+import csv
+import itertools
+import math
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import fa2
+from fa2 import api, runtime
+from fa2.reference import attention_reference
+
+pytestmark = pytest.mark.skipif(runtime.DEVICE != "cuda", reason="needs a CUDA GPU")
+
+SWEEP = [(B, 32 if D == 128 else 16, N, D, causal, dtype)
+         for B, N, D, causal, dtype in itertools.product(
+             (1, 8, 32), (512, 2048, 8192, 16384), (64, 128), (False, True), (torch.float16, torch.bfloat16))]
+RESULTS = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def write_summary():
+    yield
+    if not RESULTS:
+        return
+    path = Path(os.environ.get("FA2_SWEEP_CSV", Path(__file__).parent.parent / "book/results/gpu_correctness_sweep.csv"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(RESULTS[0]))
+        w.writeheader()
+        w.writerows(RESULTS)
+
+
+def _rel(x, ref):
+    return ((x.double() - ref).norm() / ref.norm()).item()
+
+
+@pytest.mark.parametrize("B, H, N, D, causal, dtype", SWEEP,
+                         ids=[f"{b}x{h}x{n}x{d}-{'c' if c else 'f'}-{str(t)[6:]}" for b, h, n, d, c, t in SWEEP])
+def test_reference_sweep(B, H, N, D, causal, dtype):
+    """fa2 vs fp64 on two heads (first and last), vs SDPA FLASH everywhere; error <= 2x SDPA's own."""
+    torch.manual_seed(hash((B, N, D, causal)) % 2**31)
+    q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=dtype) for _ in range(3))
+    o, lse = fa2.attention(q, k, v, causal=causal, return_lse=True)
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        o_flash = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    assert torch.isfinite(o).all() and torch.isfinite(lse).all()
+    torch.testing.assert_close(o, o_flash, atol=1e-2, rtol=1e-2)
+    heads = [(0, 0), (B - 1, H - 1)]
+    err = flash_err = lse_err = 0.0
+    for b, h in heads:
+        sl = (slice(b, b + 1), slice(h, h + 1))
+        ref, ref_lse = attention_reference(q[sl], k[sl], v[sl], causal, return_lse=True)
+        err = max(err, _rel(o[sl], ref))
+        flash_err = max(flash_err, _rel(o_flash[sl], ref))
+        lse_err = max(lse_err, (lse[sl].double() - ref_lse).abs().max().item())
+    RESULTS.append(dict(B=B, H=H, N=N, D=D, causal=int(causal), dtype=str(dtype)[6:], kernel=api._kernel_for(q, k, v),
+                        rel_err_fa2=f"{err:.3e}", rel_err_sdpa_flash=f"{flash_err:.3e}", lse_abs_err=f"{lse_err:.2e}",
+                        max_abs_diff_vs_flash=f"{(o.float() - o_flash.float()).abs().max().item():.3e}"))
+    assert err <= 2 * flash_err, f"fa2 error {err:.2e} > 2x SDPA FLASH's {flash_err:.2e}"
+    assert lse_err < 1e-3
+
+
+def test_fast_kernel_is_used_on_hopper():
+    q = torch.randn(1, 2, 128, 128, device="cuda", dtype=torch.bfloat16)
+    expected = "fast" if torch.cuda.get_device_capability()[0] >= 9 else "generic"
+    assert api._kernel_for(q, q, q) == expected
+    assert api._kernel_for(q[..., ::2], q[..., ::2], q[..., ::2]) == "generic"   # no unit stride: no TMA
+
+
+def test_first_call_with_shipped_configs_does_not_autotune(monkeypatch, capsys):
+    from fa2 import autotune
+    if not (autotune.SHIPPED_DIR / autotune.device_file_name(torch.cuda.get_device_name())).exists():
+        pytest.skip("no shipped table for this GPU")
+    monkeypatch.setattr(autotune, "tune", lambda *a, **k: pytest.fail("autotuned on a GPU with shipped configs"))
+    monkeypatch.setattr(autotune, "_TABLES", {})
+    for D in (64, 128):
+        for N in (100, 1000, 3000, 20000):
+            q = torch.randn(1, 4, N, D, device="cuda", dtype=torch.bfloat16)
+            fa2.attention(q, q, q, causal=True)
+    assert "autotuning" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("B, Hq, Hkv, Nq, Nk, D, causal, layout", [
+    (2, 32, 8, 1000, 3000, 128, True, "bhnd"),     # GQA, cross lengths, tails
+    (2, 16, 1, 3001, 1000, 64, True, "bnhd"),      # MQA, Nq > Nk: rows without keys, transposed layout
+    (1, 8, 2, 777, 777, 256, False, "bhnd"),       # largest head dim
+    (1, 8, 8, 500, 900, 80, True, "strided"),      # padded head dim, no unit stride: generic kernel
+])
+def test_gpu_edge_cases(B, Hq, Hkv, Nq, Nk, D, causal, layout):
+    from fa2.testing import check_attention
+    for dtype in (torch.float16, torch.bfloat16):
+        check_attention(lambda q, k, v, causal, scale: fa2.attention(q, k, v, causal=causal, scale=scale, return_lse=True),
+                        B, Hq, Hkv, Nq, Nk, D, dtype, causal, layout=layout)
+
+
+def test_offsets_past_int32():
+    """B*H*N*D = 2^31 + 2^24 elements per tensor: the last batch's output is right only with int64 offsets."""
+    B, H, N, D = 129, 32, 4096, 128           # 2^31 + 2^24 elements: offsets of the last batch exceed int32
+    assert B * H * N * D > 2**31
+    q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    o = fa2.attention(q, k, v, causal=True)
+    last = slice(B - 1, B), slice(H - 2, H)
+    ref = attention_reference(q[last], k[last], v[last], True)
+    assert _rel(o[last], ref) < 1e-2

@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -63,7 +64,8 @@ def main(argv=None):
                 print(f"[{time.time() - t0:5.0f}s] {key:40s} -> {best}  {fastest:.3f} ms  "
                       f"({sum(r['ok'] for r in results)}/{len(results)} passed)", flush=True)
                 del q, k, v, reference
-    out = args.out or str(SHIPPED_DIR / device_file_name(name))
+    out = Path(args.out) if args.out else SHIPPED_DIR / device_file_name(name)
+    out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w") as f:
         json.dump({"device": name, "kernel": kernel, "torch": torch.__version__,
                    "triton": __import__("triton").__version__, "command": "python -m fa2.tune " + " ".join(argv or sys.argv[1:]),

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import fa2
+from fa2 import runtime
 from fa2.fast import attention_fast
 from fa2.forward import attention_forward
 from fa2.testing import check_attention
@@ -65,7 +66,7 @@ def test_every_output_element_written(kernel, monkeypatch):
 
 
 def test_lse_is_logsumexp_and_rows_without_keys_are_zero():
-    q, k, v = (torch.randn(1, 2, n, 32, dtype=torch.float16) for n in (40, 10, 10))
+    q, k, v = (torch.randn(1, 2, n, 32, dtype=torch.float16, device=runtime.DEVICE) for n in (40, 10, 10))
     o, lse = fa2.attention(q, k, v, causal=True, return_lse=True)
     # bottom-right: query row i sees keys j <= i + 10 - 40, so rows 0..29 see nothing
     assert (o[:, :, :30] == 0).all() and torch.isneginf(lse[:, :, :30]).all()
@@ -73,14 +74,14 @@ def test_lse_is_logsumexp_and_rows_without_keys_are_zero():
 
 
 def test_torch_compile_fullgraph():
-    q, k, v = (torch.randn(1, 4, 24, 32, dtype=torch.bfloat16) for _ in range(3))
+    q, k, v = (torch.randn(1, 4, 24, 32, dtype=torch.bfloat16, device=runtime.DEVICE) for _ in range(3))
     compiled = torch.compile(lambda q, k, v: fa2.attention(q, k, v, causal=True), backend="aot_eager",
                              fullgraph=True)
     torch.testing.assert_close(compiled(q, k, v), fa2.attention(q, k, v, causal=True))
 
 
 def _good():
-    return [torch.randn(1, 4, 16, 32, dtype=torch.float16) for _ in range(3)]
+    return [torch.randn(1, 4, 16, 32, dtype=torch.float16, device=runtime.DEVICE) for _ in range(3)]
 
 
 @pytest.mark.parametrize("mutate, exc, names", [
@@ -88,15 +89,15 @@ def _good():
     (lambda q, k, v: (q, k.bfloat16(), v), TypeError, "k"),
     (lambda q, k, v: (q, k, v.bfloat16()), TypeError, "v"),
     (lambda q, k, v: (q[0], k, v), ValueError, "q"),
-    (lambda q, k, v: (q.numpy(), k, v), TypeError, "q"),
+    (lambda q, k, v: (q.tolist(), k, v), TypeError, "q"),
     (lambda q, k, v: (q, k[:, :3], v[:, :3]), ValueError, "heads"),
     (lambda q, k, v: (q, k[..., :16], v[..., :16]), ValueError, "head dim"),
     (lambda q, k, v: (q, k, v[:, :, :8]), ValueError, "v"),
     (lambda q, k, v: (q, torch.cat([k, k]), torch.cat([v, v])), ValueError, "batch"),
     (lambda q, k, v: (q[:, :, :0], k, v), ValueError, "empty"),
-    (lambda q, k, v: tuple(torch.randn(1, 4, 8, 512, dtype=torch.float16) for _ in range(3)), ValueError,
+    (lambda q, k, v: tuple(torch.randn(1, 4, 8, 512, dtype=torch.float16, device=q.device) for _ in range(3)), ValueError,
      "head dim 512"),
-], ids=["q-fp32", "k-dtype", "v-dtype", "q-3d", "q-numpy", "gqa-ratio", "k-headdim", "v-shape", "batch",
+], ids=["q-fp32", "k-dtype", "v-dtype", "q-3d", "q-list", "gqa-ratio", "k-headdim", "v-shape", "batch",
         "empty", "headdim-512"])
 def test_bad_input_raises_naming_the_argument(mutate, exc, names):
     with pytest.raises(exc, match=names):

@@ -86,3 +86,22 @@ def test_shipped_tables_are_well_formed():
         assert table["configs"], path
         for key, cfg in table["configs"].items():
             assert key.split("/")[0] in ("fast", "generic") and "num_warps" in cfg
+
+
+def test_api_autotune_path_runs_and_caches(fake_gpu, monkeypatch):
+    """The API hands tune a run() that returns the output tensor (a bug once: it returned (o, lse))."""
+    from fa2 import api
+    from fa2.testing import check_attention
+    real_tune = autotune.tune
+    chosen = []
+
+    def tune_without_gpu_timer(run, candidates, reference, **kw):
+        best, results = real_tune(run, candidates[:2], reference, bench=lambda fn: (fn(), 1.0)[1])
+        assert all(r["ok"] for r in results), results
+        chosen.append(best)
+        return best, results
+
+    monkeypatch.setattr(autotune, "tune", tune_without_gpu_timer)
+    check_attention(lambda q, k, v, causal, scale: api._forward(q, k, v, causal, 0.125), 1, 2, 1, 40, 40, 32,
+                    torch.bfloat16, True, scale=0.125)
+    assert len(chosen) == 1

@@ -147,18 +147,23 @@ class ConfigTable:
                                               sort_keys=True))
 
 
-_TABLES = {}
+_TABLES = {}   # GPU name -> ConfigTable
+_CHOSEN = {}   # (device index, key) -> config: the per-call path is one dict lookup
 
 
 def choose_config(kernel, q, k, v, causal, scale, run, reference):
     """The config to launch with: interpreter default, shipped/cached table, or autotune once (and cache)."""
     if runtime.INTERPRET:
         return INTERPRETER_CONFIG[kernel]
+    key = tuning_key(kernel, q, k, causal)
+    memo = (q.device.index, key)
+    if memo in _CHOSEN:
+        return _CHOSEN[memo]
     name = torch.cuda.get_device_name(q.device)
     table = _TABLES.get(name) or _TABLES.setdefault(name, ConfigTable(name))
-    key = tuning_key(kernel, q, k, causal)
     cfg = table.lookup(key)
     if cfg is not None:
+        _CHOSEN[memo] = cfg
         return cfg
     print(f"fa2: no tuned config for {key} on {name}; autotuning once (cached in {table.cache_path})",
           file=sys.stderr)
@@ -167,4 +172,5 @@ def choose_config(kernel, q, k, v, causal, scale, run, reference):
     candidates = prune(kernel, FAST_CANDIDATES if kernel == "fast" else GENERIC_CANDIDATES, q.shape[-1], max_smem)
     best, _ = tune(run, candidates, reference())
     table.remember(key, best)
+    _CHOSEN[memo] = best
     return best

@@ -460,8 +460,10 @@ def parse_args(argv):
     parser.add_argument("--rep-ms", type=float, default=100.0, help="do_bench timed repetition time per run (ms)")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG")
     parser.add_argument("--gqa", type=int, metavar="HKV", help="number of KV heads (default: as many as query heads)")
+    parser.add_argument("--max-n", type=int, metavar="N", help="only the sweep's shapes with N <= this")
     args = parser.parse_args(argv)
-    args.shapes = SWEEPS[args.sweep](args.gqa)
+    args.shapes = [s for s in SWEEPS[args.sweep](args.gqa)
+                   if args.max_n is None or s.N <= args.max_n]
     if args.gqa is not None and (args.gqa < 1 or any(s.H % args.gqa for s in args.shapes)):
         parser.error(f"--gqa {args.gqa} must divide every H in the {args.sweep} sweep")
     args.providers = list(dict.fromkeys(filter(None, args.providers.split(",")))) if args.providers \

@@ -9,7 +9,9 @@ from fa2 import autotune, runtime
 
 @pytest.fixture
 def fake_gpu(monkeypatch, tmp_path):
-    """Pretend to be a GPU named 'Test GPU' with its own shipped/cache folders."""
+    """Pretend to be a GPU named 'Test GPU' with its own shipped/cache folders (CPU only: it fakes torch.cuda)."""
+    if runtime.DEVICE == "cuda":
+        pytest.skip("simulates a GPU on the CPU")
     monkeypatch.setattr(runtime, "INTERPRET", False)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Test GPU")
     monkeypatch.setattr(torch.cuda, "get_device_properties",
@@ -17,6 +19,7 @@ def fake_gpu(monkeypatch, tmp_path):
     monkeypatch.setattr(autotune, "SHIPPED_DIR", tmp_path / "shipped")
     monkeypatch.setenv("FA2_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(autotune, "_TABLES", {})
+    monkeypatch.setattr(autotune, "_CHOSEN", {})
     (tmp_path / "shipped").mkdir()
     return tmp_path
 
@@ -58,6 +61,7 @@ def test_unknown_family_autotunes_once_and_caches(fake_gpu, monkeypatch, capsys)
     first = autotune.choose_config("fast", q, k, v, False, 0.1, None, lambda: None)
     assert calls and "autotuning once" in capsys.readouterr().err
     monkeypatch.setattr(autotune, "_TABLES", {})          # a new process: reads the disk cache
+    monkeypatch.setattr(autotune, "_CHOSEN", {})
     assert autotune.choose_config("fast", q, k, v, False, 0.1, None, None) == first
     assert len(calls) == 1
     cached = json.loads((fake_gpu / "cache" / "Test_GPU.json").read_text())

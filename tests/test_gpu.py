@@ -81,6 +81,7 @@ def test_first_call_with_shipped_configs_does_not_autotune(monkeypatch, capsys):
         pytest.skip("no shipped table for this GPU")
     monkeypatch.setattr(autotune, "tune", lambda *a, **k: pytest.fail("autotuned on a GPU with shipped configs"))
     monkeypatch.setattr(autotune, "_TABLES", {})
+    monkeypatch.setattr(autotune, "_CHOSEN", {})
     for D in (64, 128):
         for N in (100, 1000, 3000, 20000):
             q = torch.randn(1, 4, N, D, device="cuda", dtype=torch.bfloat16)

@@ -44,6 +44,9 @@ def _check_inputs(q, k, v, causal, scale):
         raise ValueError(f"fa2.attention: q's {Hq} heads are not a multiple of k's and v's {Hkv} heads")
     if D > MAX_HEAD_DIM:
         raise ValueError(f"fa2.attention: head dim {D} is not supported (at most {MAX_HEAD_DIM})")
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+        raise NotImplementedError("fa2.attention is forward-only (no backward yet): call it under torch.no_grad() "
+                                  "or torch.inference_mode(), or detach q, k and v")
     if not isinstance(causal, bool):
         raise TypeError(f"fa2.attention: causal must be a bool, got {type(causal).__name__}")
     if scale is not None and (not isinstance(scale, numbers.Real) or not math.isfinite(scale)):

@@ -110,3 +110,12 @@ def test_bad_flags_raise():
         fa2.attention(q, k, v, causal="yes")
     with pytest.raises(TypeError, match="scale"):
         fa2.attention(q, k, v, scale=float("nan"))
+
+
+def test_inputs_that_need_grad_raise_instead_of_dropping_gradients():
+    q, k, v = _good()
+    q.requires_grad_(True)
+    with pytest.raises(NotImplementedError, match="forward-only"):
+        fa2.attention(q, k, v)
+    with torch.no_grad():
+        assert fa2.attention(q, k, v).shape == q.shape

@@ -11,6 +11,7 @@ from fa2 import runtime
 from fa2.autotune import choose_config
 from fa2.fast import attention_fast, tma_compatible
 from fa2.forward import attention_forward
+from fa2.plan import FastPlan, signature
 
 MAX_HEAD_DIM = 256
 
@@ -72,6 +73,17 @@ def _kernel_for(q, k, v):
     return "generic"  # the interpreter runs both; tests call fa2.fast directly
 
 
+def _config(kernel, q, k, v, causal, scale):
+    """Shipped/cached config for these inputs, or autotune once (each candidate checked against chapter 5)."""
+    if kernel == "fast":
+        run = lambda cfg: attention_fast(q, k, v, causal, scale, config=cfg, host_desc=True)
+    else:
+        run = lambda cfg: attention_forward(q, k, v, causal, scale, **cfg)
+    output = lambda cfg: run(cfg)[0]                                  # what autotune checks and times
+    reference = lambda: attention_forward(q, k, v, causal, scale)[0]   # chapter 5's kernel, default config
+    return choose_config(kernel, q, k, v, causal, scale, output, reference)
+
+
 def _forward(q, k, v, causal, scale):
     """(o, lse) with o laid out like torch.empty_like(q) -- what the custom op's fake promises."""
     q_in = q
@@ -80,16 +92,43 @@ def _forward(q, k, v, causal, scale):
     if D_pad != D:  # zero columns add 0 to every score and produce 0 output columns: exact
         q, k, v = (F.pad(t, (0, D_pad - D)) for t in (q, k, v))
     kernel = _kernel_for(q, k, v)
+    cfg = _config(kernel, q, k, v, causal, scale)
     if kernel == "fast":
-        run = lambda cfg: attention_fast(q, k, v, causal, scale, config=cfg, host_desc=True)
+        o, lse = attention_fast(q, k, v, causal, scale, config=cfg, host_desc=True)
     else:
-        run = lambda cfg: attention_forward(q, k, v, causal, scale, **cfg)
-    output = lambda cfg: run(cfg)[0]                                  # what autotune checks and times
-    reference = lambda: attention_forward(q, k, v, causal, scale)[0]   # chapter 5's kernel, default config
-    o, lse = run(choose_config(kernel, q, k, v, causal, scale, output, reference))
+        o, lse = attention_forward(q, k, v, causal, scale, **cfg)
     if D_pad != D:
         o = torch.empty_like(q_in).copy_(o[..., :D])
     return o, lse
+
+
+# Below this much work (FLOPs) a call's GPU time is comparable to the host time of building four host-side TMA
+# descriptors, so plans use device-side descriptors instead (made by each program, no host work).
+HOST_DESC_MIN_FLOPS = 0
+
+
+def _plan(q, k, v, causal, scale):
+    """A callable (q, k, v) -> (o, lse) for every later call with this signature (see fa2/plan.py)."""
+    B, H, N_Q, D = q.shape
+    if D == padded_head_dim(D) and _kernel_for(q, k, v) == "fast":
+        flops = 4 * B * H * N_Q * k.shape[2] * D // (2 if causal else 1)
+        return FastPlan(q, k, v, causal, scale, _config("fast", q, k, v, causal, scale),
+                        host_desc=flops >= HOST_DESC_MIN_FLOPS)
+    return functools.partial(_forward, causal=causal, scale=scale)
+
+
+_PLANS = {}
+MAX_PLANS = 4096
+
+
+def _new_plan(q, k, v, causal, scale):
+    _check_inputs(q, k, v, causal, scale)                # raises, naming the argument, before anything is cached
+    key = signature(q, k, v, causal, scale)
+    plan = _plan(q, k, v, causal, 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale))
+    if len(_PLANS) >= MAX_PLANS:
+        _PLANS.clear()
+    _PLANS[key] = plan
+    return plan
 
 
 @torch.library.custom_op("fa2::attention", mutates_args=())
@@ -105,9 +144,14 @@ def _(q, k, v, causal, scale):
 
 def attention(q, k, v, causal=False, scale=None, return_lse=False):
     """Attention softmax(q k^T * scale) v, FlashAttention-2 forward; q (B,Hq,Nq,D), k/v (B,Hkv,Nk,D)."""
-    _check_inputs(q, k, v, causal, scale)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    # eager calls skip the dispatcher (tens of microseconds a call); torch.compile sees the custom op
-    op = _attention_op if torch.compiler.is_compiling() else _forward
-    o, lse = op(q, k, v, causal, scale)
+    if torch.compiler.is_compiling():                    # torch.compile sees the custom op
+        _check_inputs(q, k, v, causal, scale)
+        scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+        o, lse = _attention_op(q, k, v, causal, scale)
+    else:                                                # eager: the plan of this input signature
+        try:
+            plan = _PLANS[signature(q, k, v, causal, scale)]
+        except (KeyError, AttributeError, TypeError):    # new signature, or not tensors / unhashable flags
+            plan = _new_plan(q, k, v, causal, scale)
+        o, lse = plan(q, k, v)
     return (o, lse) if return_lse else o

@@ -149,8 +149,11 @@ def tma_compatible(*tensors):
 DEFAULT_CONFIG = dict(BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=2, WARP_SPECIALIZE=False)
 
 
-def attention_fast(q, k, v, causal=False, scale=None, config=None, split=None, reverse=None, host_desc=False):
-    """Chapter 6's forward: (o, lse). Needs TMA-compatible q, k, v (see `tma_compatible`)."""
+def fast_launch(q, k, v, o, lse, causal=False, scale=None, config=None, split=None, reverse=None, host_desc=False):
+    """The host side of one launch: (grid, every kernel argument in order, launch options).
+
+    It depends only on shapes, strides, dtype and flags, so `fa2.attention` computes it once per input
+    signature and afterwards swaps in each call's tensors (see `fa2/plan.py`)."""
     B, H, N_Q, D = q.shape
     N_KV = k.shape[2]
     cfg = dict(DEFAULT_CONFIG, **(config or {}))
@@ -159,21 +162,29 @@ def attention_fast(q, k, v, causal=False, scale=None, config=None, split=None, r
     BM, BN = cfg["BLOCK_M"], cfg["BLOCK_N"]
     split = (not cfg["WARP_SPECIALIZE"]) if split is None else split
     scale = 1.0 / math.sqrt(D) if scale is None else scale
+    tensors = fast_descriptors(q, k, v, o, BM, BN) if host_desc else (q, k, v, o)
+    args = (*tensors, lse,
+            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+            v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
+            H, N_Q, N_KV, scale * LOG2E, H // k.shape[1],
+            causal, BM, BN, D,                                   # IS_CAUSAL, BLOCK_M, BLOCK_N, HEAD_DIM
+            split, cfg["WARP_SPECIALIZE"], causal if reverse is None else reverse, host_desc, N_KV % BN == 0)
+    grid = (triton.cdiv(N_Q, BM), B * H, 1)
+    return grid, args, dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+
+
+def fast_descriptors(q, k, v, o, block_m, block_n):
+    """Host-side 4-D TMA descriptors of q, k, v and o: one (1, 1, block, D) box per load or store."""
+    D = q.shape[-1]
+    return tuple(TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, block, D])
+                 for t, block in ((q, block_m), (k, block_n), (v, block_n), (o, block_m)))
+
+
+def attention_fast(q, k, v, causal=False, scale=None, config=None, split=None, reverse=None, host_desc=False):
+    """Chapter 6's forward: (o, lse). Needs TMA-compatible q, k, v (see `tma_compatible`)."""
+    B, H, N_Q, _ = q.shape
     o = torch.empty_like(q)
     lse = torch.empty(B, H, N_Q, device=q.device, dtype=torch.float32)
-    if host_desc:
-        args = [TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, blk, D])
-                for t, blk in ((q, BM), (k, BN), (v, BN), (o, BM))]
-    else:
-        args = [q, k, v, o]
-    grid = (triton.cdiv(N_Q, BM), B * H)
-    _fa2_fast_kernel[grid](
-        *args, lse,
-        q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-        v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
-        H, N_Q, N_KV, scale * LOG2E, H // k.shape[1],
-        IS_CAUSAL=causal, BLOCK_M=BM, BLOCK_N=BN, HEAD_DIM=D,
-        SPLIT=split, WARP_SPECIALIZE=cfg["WARP_SPECIALIZE"], REVERSE=causal if reverse is None else reverse,
-        HOST_DESC=host_desc, EVEN_N=N_KV % BN == 0,
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    grid, args, options = fast_launch(q, k, v, o, lse, causal, scale, config, split, reverse, host_desc)
+    _fa2_fast_kernel[grid](*args, **options)
     return o, lse

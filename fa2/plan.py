@@ -1,0 +1,90 @@
+"""Launch plans: a call's host work done once per input signature, so a repeat call costs little more than a launch.
+
+A small attention problem runs on the GPU in 10-30 us, while the host side of a plain Triton call -- argument
+binding and specialisation in the JIT, building TMA descriptors, choosing a config, checking inputs -- took
+about 200 us a call on the H200 machine (`book/results/overhead.txt`). Everything in that list except the
+tensors' addresses depends only on the shapes, strides, dtypes, device and flags of the call. A `FastPlan`
+computes it once; each call then allocates the outputs, swaps its tensors into the argument list, and hands the
+list to the compiled kernel's launcher (`LeanLaunch`).
+"""
+
+import torch
+import triton
+from triton import knobs
+from triton.runtime.driver import driver
+
+from fa2 import runtime
+from fa2.fast import _fa2_fast_kernel, fast_descriptors, fast_launch
+
+
+def _compiled(kernel):
+    """The CompiledKernel a JIT launch returned, if this Triton exposes what a direct launch needs."""
+    kernel = kernel.result() if hasattr(kernel, "result") else kernel   # async compilation returns a future
+    needed = ("run", "function", "packed_metadata")
+    return kernel if kernel is not None and all(hasattr(kernel, a) for a in needed) else None
+
+
+class LeanLaunch:
+    """Launch one specialisation of a @triton.jit kernel: through the JIT the first time, directly afterwards.
+
+    The caller guarantees that every call passes arguments the JIT would specialise identically (same
+    integer values, same pointer alignment): `fa2.attention` keys its plans on everything that decides that.
+    The JIT path is kept for the interpreter, for launch hooks (profilers), and when another device is current
+    (it then launches on the tensors' device, not the current one)."""
+
+    def __init__(self, kernel, grid, options, device):
+        self.kernel, self.grid, self.options, self.device = kernel, grid, options, device
+        self.compiled = None
+
+    def __call__(self, *args):
+        compiled = self.compiled
+        hooks = knobs.runtime.launch_enter_hook is not None or knobs.runtime.launch_exit_hook is not None
+        if runtime.INTERPRET:
+            self.kernel[self.grid](*args, **self.options)
+        elif torch.cuda.current_device() != self.device:     # the JIT launches on the current device
+            with torch.cuda.device(self.device):
+                self.kernel[self.grid](*args, **self.options)
+        elif compiled is None or hooks:
+            launched = self.kernel[self.grid](*args, **self.options)
+            if compiled is None:
+                self.compiled = _compiled(launched)
+        else:
+            grid_m, grid_bh, grid_z = self.grid
+            compiled.run(grid_m, grid_bh, grid_z, driver.active.get_current_stream(self.device), compiled.function,
+                         compiled.packed_metadata, None, None, None, *args)
+
+
+class FastPlan:
+    """The Hopper kernel's launch for one input signature: grid, config, strides and scalars fixed."""
+
+    def __init__(self, q, k, v, causal, scale, config, host_desc):
+        B, H, N_Q, _ = q.shape
+        self.lse_shape = (B, H, N_Q)
+        o = torch.empty_like(q)
+        lse = torch.empty(self.lse_shape, device=q.device, dtype=torch.float32)
+        grid, args, options = fast_launch(q, k, v, o, lse, causal, scale, config, host_desc=host_desc)
+        self.host_desc = host_desc
+        if host_desc:                           # block boxes of the q/o and k/v descriptors
+            self.block_m, self.block_n = args[0].block_shape[2], args[1].block_shape[2]
+        self.scalars = args[5:]                 # strides, sizes, scale and constexprs: the same every call
+        self.config = config
+        self.launch = LeanLaunch(_fa2_fast_kernel, grid, options, q.device.index)
+
+    def __call__(self, q, k, v):
+        o = torch.empty_like(q)
+        lse = torch.empty(self.lse_shape, device=q.device, dtype=torch.float32)
+        if self.host_desc:
+            self.launch(*fast_descriptors(q, k, v, o, self.block_m, self.block_n), lse, *self.scalars)
+        else:
+            self.launch(q, k, v, o, lse, *self.scalars)
+        return o, lse
+
+
+def signature(q, k, v, causal, scale):
+    """Everything a plan depends on, cheap to compute: shapes, strides, dtypes, devices, flags, 16-byte alignment,
+    and whether autograd would need a graph. Raises AttributeError/TypeError for non-tensors (the caller then runs
+    the full input checks, which name the argument)."""
+    return (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype,
+            q.device, k.device, v.device, causal.__class__, causal, scale.__class__, scale,
+            (q.data_ptr() | k.data_ptr() | v.data_ptr()) & 15,
+            torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))

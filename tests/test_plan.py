@@ -1,0 +1,107 @@
+"""Launch plans (fa2/plan.py) and fa2.attention's plan cache: a plan made on some inputs must compute the same
+function on any later inputs of its signature, and a cached plan must never skip an input check."""
+import math
+
+import pytest
+import torch
+
+import fa2
+from fa2 import api, runtime
+from fa2.fast import attention_fast
+from fa2.plan import FastPlan, signature
+from fa2.testing import check_attention, make_qkv
+
+SHAPES = [(1, 4, 2, 37, 70, 32), (2, 2, 2, 64, 64, 16), (1, 4, 1, 70, 37, 32)]   # GQA+tails, whole tiles, MQA
+
+
+@pytest.mark.parametrize("host_desc", [False, True], ids=["device-desc", "host-desc"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_plan_made_on_other_inputs_computes_the_same_function(shape, causal, host_desc):
+    B, Hq, Hkv, Nq, Nk, D = shape
+    dtype = torch.bfloat16
+    q0, k0, v0 = make_qkv(B, Hq, Hkv, Nq, Nk, D, dtype)
+    plan = FastPlan(q0, k0, v0, causal, 0.2, config=None, host_desc=host_desc)
+    plan(q0, k0, v0)                                  # first call: through the JIT (compiles on a GPU)
+    for _ in range(2):                                # later calls: fresh inputs, the direct launch on a GPU
+        check_attention(lambda q, k, v, causal, scale: plan(q, k, v), B, Hq, Hkv, Nq, Nk, D, dtype, causal,
+                        scale=0.2)
+    q, k, v = make_qkv(B, Hq, Hkv, Nq, Nk, D, dtype)
+    o, lse = plan(q, k, v)
+    o_ref, lse_ref = attention_fast(q, k, v, causal, 0.2, host_desc=host_desc)
+    assert torch.equal(o, o_ref) and torch.equal(lse, lse_ref)   # the same kernel with the same arguments
+    if runtime.DEVICE == "cuda":
+        assert plan.launch.compiled is not None, "the plan never switched to the direct launch"
+
+
+def test_plan_writes_every_output_element(monkeypatch):
+    """Outputs start as NaN: a row the plan's launch forgets stays NaN and fails the check."""
+    q0, k0, v0 = make_qkv(1, 2, 2, 50, 50, 32, torch.float16)
+    plan = FastPlan(q0, k0, v0, True, 0.25, config=None, host_desc=False)
+    plan(q0, k0, v0)
+    real_empty, real_empty_like = torch.empty, torch.empty_like
+    monkeypatch.setattr(torch, "empty_like", lambda t, **kw: real_empty_like(t, **kw).fill_(math.nan))
+    monkeypatch.setattr(torch, "empty", lambda *a, **kw: real_empty(*a, **kw).fill_(math.nan))
+    check_attention(lambda q, k, v, causal, scale: plan(q, k, v), 1, 2, 2, 50, 50, 32, torch.float16, True, scale=0.25)
+
+
+def _qkv(n=16, dtype=torch.float16):
+    return [torch.randn(1, 4, n, 32, dtype=dtype, device=runtime.DEVICE) for _ in range(3)]
+
+
+def test_one_plan_per_signature():
+    api._PLANS.clear()
+    q, k, v = _qkv()
+    o1 = fa2.attention(q, k, v, causal=True)
+    o2 = fa2.attention(*_qkv(), causal=True)           # same signature, other tensors: plan reused
+    assert len(api._PLANS) == 1 and not torch.equal(o1, o2)
+    fa2.attention(q, k, v, causal=False)
+    fa2.attention(q, k, v, causal=True, scale=0.5)
+    fa2.attention(*_qkv(17), causal=True)
+    fa2.attention(q.transpose(2, 3).contiguous().transpose(2, 3), k, v, causal=True)   # other strides
+    assert len(api._PLANS) == 5
+
+
+def test_signature_tells_apart_what_the_kernel_specialises_on():
+    q, k, v = _qkv()
+    base = signature(q, k, v, True, None)
+    buffer = torch.randn(q.numel() + 1, dtype=q.dtype, device=q.device)
+    q_off = buffer[1:].view(q.shape)                  # 2 bytes past a 16-byte boundary: TMA cannot load it
+    assert signature(q_off, k, v, True, None) != base
+    assert signature(q, k, v, 1, None) != base        # 1 == True and hash(1) == hash(True): the class is keyed
+    assert signature(q, k, v, True, 1) != signature(q, k, v, True, 1.0)
+    assert signature(q.to(torch.bfloat16), k, v, True, None) != base
+    q.requires_grad_(True)
+    assert signature(q, k, v, True, None) != base
+
+
+def test_cached_plan_does_not_skip_input_checks():
+    q, k, v = _qkv()
+    fa2.attention(q, k, v, causal=True)               # the plan for this signature is cached now
+    with pytest.raises(TypeError, match="causal"):
+        fa2.attention(q, k, v, causal=1)
+    with pytest.raises(TypeError, match="scale"):
+        fa2.attention(q, k, v, causal=True, scale=float("nan"))
+    with pytest.raises(TypeError, match="q must be a torch.Tensor"):
+        fa2.attention(q.tolist(), k, v, causal=True)
+    q.requires_grad_(True)
+    with pytest.raises(NotImplementedError, match="forward-only"):
+        fa2.attention(q, k, v, causal=True)
+    with torch.no_grad():
+        assert fa2.attention(q, k, v, causal=True).shape == q.shape
+
+
+def test_misaligned_input_after_an_aligned_one_is_still_right():
+    q, k, v = _qkv(40)
+    fa2.attention(q, k, v, causal=True)
+    buffer = torch.randn(q.numel() + 1, dtype=q.dtype, device=q.device)
+    q_off = buffer[1:].view(q.shape)
+    torch.testing.assert_close(fa2.attention(q_off, k, v, causal=True), fa2.attention(q_off.clone(), k, v, causal=True))
+
+
+def test_plan_cache_is_bounded(monkeypatch):
+    monkeypatch.setattr(api, "MAX_PLANS", 2)
+    api._PLANS.clear()
+    for n in (16, 17, 18, 19):
+        fa2.attention(*_qkv(n))
+        assert len(api._PLANS) <= 2

@@ -24,6 +24,11 @@ def _compiled(kernel):
     return kernel if kernel is not None and all(hasattr(kernel, a) for a in needed) else None
 
 
+def _hooked(hook):
+    """A launch hook is set (a profiler): Triton 3.6 keeps them in a HookChain, older versions as None/callable."""
+    return hook is not None and bool(getattr(hook, "calls", True))
+
+
 class LeanLaunch:
     """Launch one specialisation of a @triton.jit kernel: through the JIT the first time, directly afterwards.
 
@@ -36,22 +41,37 @@ class LeanLaunch:
         self.kernel, self.grid, self.options, self.device = kernel, grid, options, device
         self.compiled = None
 
+    def ready(self):
+        """True when `direct` may be used: compiled here, no launch hooks, the tensors' device is current."""
+        return (self.compiled is not None and not _hooked(knobs.runtime.launch_enter_hook)
+                and not _hooked(knobs.runtime.launch_exit_hook) and torch.cuda.current_device() == self.device)
+
     def __call__(self, *args):
-        compiled = self.compiled
-        hooks = knobs.runtime.launch_enter_hook is not None or knobs.runtime.launch_exit_hook is not None
+        """Through the JIT (binds, specialises, compiles on first use); remembers the compiled kernel."""
         if runtime.INTERPRET:
             self.kernel[self.grid](*args, **self.options)
-        elif torch.cuda.current_device() != self.device:     # the JIT launches on the current device
-            with torch.cuda.device(self.device):
-                self.kernel[self.grid](*args, **self.options)
-        elif compiled is None or hooks:
+            return
+        with torch.cuda.device(self.device):                 # the JIT launches on the current device
             launched = self.kernel[self.grid](*args, **self.options)
-            if compiled is None:
-                self.compiled = _compiled(launched)
-        else:
-            grid_m, grid_bh, grid_z = self.grid
-            compiled.run(grid_m, grid_bh, grid_z, driver.active.get_current_stream(self.device), compiled.function,
-                         compiled.packed_metadata, None, None, None, *args)
+        if self.compiled is None:
+            self.compiled = _compiled(launched)
+
+    def direct(self, *args):
+        """The compiled kernel's launcher with every argument in order; only when `ready()`."""
+        compiled = self.compiled
+        grid_m, grid_bh, grid_z = self.grid
+        compiled.run(grid_m, grid_bh, grid_z, driver.active.get_current_stream(self.device), compiled.function,
+                     compiled.packed_metadata, None, None, None, *args)
+
+
+class _HostDescriptor:
+    """What Triton's launcher reads of a host TensorDescriptor (base, shape, strides, padding), without the
+    per-call validation: the plan validated shape, strides and block once, and its key fixes the alignment."""
+    __slots__ = ("base", "shape", "strides", "block_shape", "padding")
+
+    def __init__(self, base, layout):
+        self.base = base
+        self.shape, self.strides, self.block_shape, self.padding = layout
 
 
 class FastPlan:
@@ -64,7 +84,8 @@ class FastPlan:
         lse = torch.empty(self.lse_shape, device=q.device, dtype=torch.float32)
         grid, args, options = fast_launch(q, k, v, o, lse, causal, scale, config, host_desc=host_desc)
         self.host_desc = host_desc
-        if host_desc:                           # block boxes of the q/o and k/v descriptors
+        if host_desc:                           # q, k, v, o descriptors, validated: only their bases change
+            self.layouts = [(d.shape, d.strides, d.block_shape, d.padding) for d in args[:4]]
             self.block_m, self.block_n = args[0].block_shape[2], args[1].block_shape[2]
         self.scalars = args[5:]                 # strides, sizes, scale and constexprs: the same every call
         self.config = config
@@ -73,10 +94,15 @@ class FastPlan:
     def __call__(self, q, k, v):
         o = torch.empty_like(q)
         lse = torch.empty(self.lse_shape, device=q.device, dtype=torch.float32)
-        if self.host_desc:
-            self.launch(*fast_descriptors(q, k, v, o, self.block_m, self.block_n), lse, *self.scalars)
+        if not self.launch.ready():
+            tensors = fast_descriptors(q, k, v, o, self.block_m, self.block_n) if self.host_desc else (q, k, v, o)
+            self.launch(*tensors, lse, *self.scalars)
+        elif self.host_desc:
+            dq, dk, dv, do = self.layouts
+            self.launch.direct(_HostDescriptor(q, dq), _HostDescriptor(k, dk), _HostDescriptor(v, dv),
+                               _HostDescriptor(o, do), lse, *self.scalars)
         else:
-            self.launch(q, k, v, o, lse, *self.scalars)
+            self.launch.direct(q, k, v, o, lse, *self.scalars)
         return o, lse
 
 

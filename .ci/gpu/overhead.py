@@ -2,12 +2,12 @@
 
     python3 .ci/gpu/overhead.py OUT_DIR
 
-For each shape (bf16): `fa2.attention` through its launch plan with host-side and with device-side TMA
-descriptors, the pre-plan path (`api._forward`: JIT launch, host descriptors), and SDPA's FLASH and cuDNN
-backends. Columns: `wall_us` = host time per call in a loop of calls (the GPU is faster than the host at these
+For each shape (bf16): `fa2.attention` as shipped, its launch plan forced to host-side and to device-side TMA
+descriptors, and SDPA's FLASH and cuDNN backends. Columns: `wall_us` = host time per call in a loop of calls (the GPU is faster than the host at these
 shapes, so this is the host's cost), `bench_us` = what `python -m fa2.bench` measures (do_bench median over
 rotated input sets), `gpu_us` = do_bench_cudagraph median (the launches captured in a CUDA graph: GPU time only).
-Every fa2 output is checked against SDPA FLASH first. Writes OUT_DIR/overhead.csv.
+Every fa2 output is checked against SDPA FLASH first. Writes OUT_DIR/overhead.csv, then OUT_DIR/small_configs.csv:
+the GPU-only time of several configs at shapes whose grid has fewer programs than the GPU has SMs.
 """
 import csv
 import math
@@ -21,10 +21,14 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 import fa2
 from fa2 import api
 from fa2.bench import Shape, input_sets, time_ms
+from fa2.plan import FastPlan
 
 F = torch.nn.functional
 SHAPES = [(1, 16, 512, 64), (1, 32, 512, 128), (8, 16, 512, 64), (8, 32, 512, 128), (1, 16, 2048, 64),
-          (32, 16, 512, 64), (8, 32, 2048, 128), (8, 32, 8192, 128)]
+          (32, 16, 512, 64), (8, 32, 2048, 128)]
+SMALL = [(1, 16, 512, 64), (1, 32, 512, 128), (8, 16, 512, 64), (1, 16, 2048, 64)]   # fewer programs than SMs
+CONFIGS = [dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=4, num_stages=s)
+           for bm, bn, s in ((64, 64, 2), (64, 64, 3), (64, 128, 2), (128, 64, 2), (128, 64, 3), (64, 32, 3))]
 
 
 def wall_us(fn, n=1000):
@@ -47,10 +51,11 @@ def sdpa(backend):
 
 def main(out):
     rows = []
+    default_min_flops = api.HOST_DESC_MIN_FLOPS
     providers = {
+        "fa2.attention": default_min_flops,
         "fa2 plan, host desc": 0,
         "fa2 plan, device desc": math.inf,
-        "api._forward (no plan)": None,
         "sdpa flash": SDPBackend.FLASH_ATTENTION,
         "sdpa cudnn": SDPBackend.CUDNN_ATTENTION,
     }
@@ -64,8 +69,6 @@ def main(out):
             for name, what in providers.items():
                 if isinstance(what, SDPBackend):
                     call = lambda q, k, v, b=what: sdpa(b)(q, k, v, causal)
-                elif what is None:
-                    call = lambda q, k, v: api._forward(q, k, v, causal, 1 / math.sqrt(D))[0]
                 else:
                     api.HOST_DESC_MIN_FLOPS = what
                     api._PLANS.clear()
@@ -73,7 +76,7 @@ def main(out):
                 out_ = call(q, k, v)
                 err = ((out_.float() - ref.float()).norm() / ref.float().norm()).item()
                 assert math.isfinite(err) and err < 1e-2, (name, shape, err)
-                if what is not None and not isinstance(what, SDPBackend):
+                if not isinstance(what, SDPBackend):
                     plan = next(iter(api._PLANS.values()))
                     direct = getattr(getattr(plan, "launch", None), "compiled", None) is not None
                 else:
@@ -81,12 +84,35 @@ def main(out):
                 row = dict(B=B, H=H, N=N, D=D, causal=int(causal), provider=name,
                            wall_us=round(wall_us(lambda: call(q, k, v)), 1),
                            bench_us=round(time_ms(call, sets, 25, 100) * 1e3, 1),
-                           gpu_us=round(triton.testing.do_bench_cudagraph(lambda: call(q, k, v), rep=50,
+                           gpu_us=round(triton.testing.do_bench_cudagraph(lambda: call(q, k, v), rep=30,
                                                                           return_mode="median") * 1e3, 1),
                            rel_err_vs_flash=f"{err:.1e}", direct_launch=direct)
                 rows.append(row)
                 print(" ".join(f"{v_}" for v_ in row.values()), flush=True)
-    with open(f"{out}/overhead.csv", "w", newline="") as f:
+    write(f"{out}/overhead.csv", rows)
+    api.HOST_DESC_MIN_FLOPS = default_min_flops
+    # GPU-only time of each config where the grid has fewer programs than the GPU has SMs
+    rows = []
+    for (B, H, N, D) in SMALL:
+        for causal in (True, False):
+            q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+            chosen = api._config("fast", q, k, v, causal, 1 / math.sqrt(D))
+            for cfg in CONFIGS:
+                for host_desc in (True, False):
+                    plan = FastPlan(q, k, v, causal, 1 / math.sqrt(D), cfg, host_desc)
+                    o = plan(q, k, v)[0]
+                    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                        ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                    assert ((o.float() - ref.float()).norm() / ref.float().norm()).item() < 1e-2, (cfg, B, N)
+                    us = triton.testing.do_bench_cudagraph(lambda: plan(q, k, v), rep=30, return_mode="median") * 1e3
+                    rows.append(dict(B=B, H=H, N=N, D=D, causal=int(causal), host_desc=int(host_desc),
+                                     **cfg, gpu_us=round(us, 1), shipped=int(all(chosen.get(a) == b for a, b in cfg.items()))))
+                    print(" ".join(f"{v_}" for v_ in rows[-1].values()), flush=True)
+    write(f"{out}/small_configs.csv", rows)
+
+
+def write(path, rows):
+    with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)

@@ -6,6 +6,7 @@ import numbers
 
 import torch
 import torch.nn.functional as F
+import triton
 
 from fa2 import runtime
 from fa2.autotune import choose_config
@@ -102,19 +103,37 @@ def _forward(q, k, v, causal, scale):
     return o, lse
 
 
-# Below this much work (FLOPs) a call's GPU time is comparable to the host time of encoding four host-side TMA
-# descriptors, so plans use device-side descriptors instead (each program makes its own: no host work, a few
-# microseconds more GPU time). Measured in book/results/overhead.csv.
-HOST_DESC_MIN_FLOPS = 4e9
+# Fewer programs than this many waves over the SMs: the shipped config (tuned per length, whatever B*H) leaves
+# SMs idle, and a 64-row tile that makes more programs wins. Measured on the H200, GPU time only (CUDA graph):
+# (1,16,512,64) causal 11.0 -> 7.2 us, (1,32,512,128) causal 14.6 -> 12.0 us, (8,16,512,64) causal 26.3 -> 22.7 us
+# (`.ci/gpu/overhead.py`, book/results/small_configs.csv); shapes with more programs keep the table's choice.
+SMALL_GRID_WAVES = 4
+SMALL_GRID_CONFIGS = {  # head dim -> config (both are candidates the tuner checked and shipped for other keys)
+    64: dict(BLOCK_M=64, BLOCK_N=128, num_warps=4, num_stages=2),
+    128: dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device_index):
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def _fill_the_gpu(cfg, q):
+    """The small-grid config when the table's leaves most SMs idle (see SMALL_GRID_WAVES)."""
+    B, H, N_Q, D = q.shape
+    programs = B * H * triton.cdiv(N_Q, cfg["BLOCK_M"])
+    if D in SMALL_GRID_CONFIGS and programs < SMALL_GRID_WAVES * _sm_count(q.device.index):
+        return dict(cfg, **SMALL_GRID_CONFIGS[D])
+    return cfg
 
 
 def _plan(q, k, v, causal, scale):
     """A callable (q, k, v) -> (o, lse) for every later call with this signature (see fa2/plan.py)."""
-    B, H, N_Q, D = q.shape
+    D = q.shape[-1]
     if D == padded_head_dim(D) and _kernel_for(q, k, v) == "fast":
-        flops = 4 * B * H * N_Q * k.shape[2] * D // (2 if causal else 1)
-        return FastPlan(q, k, v, causal, scale, _config("fast", q, k, v, causal, scale),
-                        host_desc=flops >= HOST_DESC_MIN_FLOPS)
+        cfg = _fill_the_gpu(_config("fast", q, k, v, causal, scale), q)
+        return FastPlan(q, k, v, causal, scale, cfg, host_desc=True)
     return functools.partial(_forward, causal=causal, scale=scale)
 
 

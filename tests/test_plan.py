@@ -122,3 +122,14 @@ def test_plan_keeps_no_input_alive():
     del q, k, v
     gc.collect()
     assert all(r() is None for r in refs) and plans
+
+
+def test_small_grids_get_the_small_grid_config(monkeypatch):
+    monkeypatch.setattr(api, "_sm_count", lambda index: 132)
+    table = dict(BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=2, WARP_SPECIALIZE=False)
+    q = torch.empty(1, 16, 512, 64)                    # 4 x 16 = 64 programs of 128 rows: under 4 waves of 132
+    assert api._fill_the_gpu(table, q) == dict(table, **api.SMALL_GRID_CONFIGS[64])
+    q = torch.empty(8, 32, 2048, 128)                  # 16 x 256 = 4096 programs: the table's choice stays
+    assert api._fill_the_gpu(table, q) is table
+    q = torch.empty(1, 4, 512, 32)                     # a head dim the rule was not measured for
+    assert api._fill_the_gpu(table, q) is table

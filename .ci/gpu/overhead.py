@@ -51,11 +51,10 @@ def sdpa(backend):
 
 def main(out):
     rows = []
-    default_min_flops = api.HOST_DESC_MIN_FLOPS
     providers = {
-        "fa2.attention": default_min_flops,
-        "fa2 plan, host desc": 0,
-        "fa2 plan, device desc": math.inf,
+        "fa2.attention": "api",
+        "fa2 plan, host desc": True,
+        "fa2 plan, device desc": False,
         "sdpa flash": SDPBackend.FLASH_ATTENTION,
         "sdpa cudnn": SDPBackend.CUDNN_ATTENTION,
     }
@@ -69,15 +68,19 @@ def main(out):
             for name, what in providers.items():
                 if isinstance(what, SDPBackend):
                     call = lambda q, k, v, b=what: sdpa(b)(q, k, v, causal)
-                else:
-                    api.HOST_DESC_MIN_FLOPS = what
+                elif what == "api":
                     api._PLANS.clear()
                     call = lambda q, k, v: fa2.attention(q, k, v, causal=causal)
+                else:                                 # the config fa2.attention chooses, descriptors forced
+                    cfg = api._fill_the_gpu(api._config("fast", q, k, v, causal, 1 / math.sqrt(D)), q)
+                    plan = FastPlan(q, k, v, causal, 1 / math.sqrt(D), cfg, host_desc=what)
+                    call = lambda q, k, v, plan=plan: plan(q, k, v)[0]
                 out_ = call(q, k, v)
                 err = ((out_.float() - ref.float()).norm() / ref.float().norm()).item()
                 assert math.isfinite(err) and err < 1e-2, (name, shape, err)
-                if not isinstance(what, SDPBackend):
+                if what == "api":
                     plan = next(iter(api._PLANS.values()))
+                if not isinstance(what, SDPBackend):
                     direct = getattr(getattr(plan, "launch", None), "compiled", None) is not None
                 else:
                     direct = ""
@@ -90,13 +93,12 @@ def main(out):
                 rows.append(row)
                 print(" ".join(f"{v_}" for v_ in row.values()), flush=True)
     write(f"{out}/overhead.csv", rows)
-    api.HOST_DESC_MIN_FLOPS = default_min_flops
     # GPU-only time of each config where the grid has fewer programs than the GPU has SMs
     rows = []
     for (B, H, N, D) in SMALL:
         for causal in (True, False):
             q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-            chosen = api._config("fast", q, k, v, causal, 1 / math.sqrt(D))
+            chosen = api._fill_the_gpu(api._config("fast", q, k, v, causal, 1 / math.sqrt(D)), q)
             for cfg in CONFIGS:
                 for host_desc in (True, False):
                     plan = FastPlan(q, k, v, causal, 1 / math.sqrt(D), cfg, host_desc)

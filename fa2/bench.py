@@ -338,6 +338,11 @@ def ratio(row, peer_row):
     return float(row["tflops"]) / float(peer_row["tflops"])
 
 
+def truncated(x, decimals=3):
+    """x cut (never rounded up) to `decimals` places: a ratio of 1.19996 prints as 1.199, not 1.200."""
+    return f"{math.floor(x * 10**decimals) / 10**decimals:.{decimals}f}"
+
+
 def tflops_cell(row):
     """A table cell: TFLOP/s, '!' appended when the output failed its check, '?' when unchecked, 'err' if it raised."""
     if row["check"] == "error":
@@ -355,7 +360,7 @@ def print_table(rows, names):
         cells = [shape.name(), str(causal), dtype, *[tflops_cell(row[n]) for n in names]]
         for peer in peers:
             r = ratio(row["fa2"], row[peer])
-            cells.append("-" if r is None else f"{r:.4g}")
+            cells.append("-" if r is None else truncated(r))
             ratios[peer] += [] if r is None else [r]
         lines.append(cells)
     widths = [max(len(c) for c in column) for column in zip(header, *lines)]
@@ -366,7 +371,8 @@ def print_table(rows, names):
     for peer, values in ratios.items():
         if values:
             geomean = math.exp(sum(map(math.log, values)) / len(values))
-            print(f"fa2/{peer}: geometric mean {geomean:.4g}, min {min(values):.4g} over {len(values)} shapes")
+            print(f"fa2/{peer}: geometric mean {truncated(geomean)}, min {truncated(min(values))} "
+                  f"over {len(values)} shapes (ratios truncated)")
 
 
 def print_notes(rows, names):
@@ -399,7 +405,7 @@ def plot_panel(ax, groups, names, peer):
         r = ratio(row["fa2"], row[peer]) if peer else None
         if r is not None:
             top = max(float(row[n]["tflops"]) for n in names if row[n]["check"] != "error")
-            ax.annotate(f"{r:.3g}×", (x, top), xytext=(0, 3), textcoords="offset points", ha="center",
+            ax.annotate(f"{truncated(r, 2)}×", (x, top), xytext=(0, 3), textcoords="offset points", ha="center",
                         fontsize=9, fontweight="bold")
     ax.set_xticks(range(len(groups)), [f"B={s.B} H={s.H if s.H == s.Hkv else f'{s.H}/{s.Hkv}'}\nN={s.N}"
                                        for s, _ in groups], fontsize=9)
@@ -436,7 +442,7 @@ def plot(rows, names, path, sweep):
             legend.setdefault(label, handle)
     dtypes = "/".join(sorted({row["dtype"] for row in rows}))
     ratio_note = f"; above the bars: fa2 / {all_providers()[peer].label}" if peer else ""
-    fig.suptitle(f"Attention forward, {sweep} sweep: TFLOP/s on {device_name()} ({dtypes}){ratio_note}",
+    fig.suptitle(f"Attention forward, {sweep} sweep: TFLOP/s on {rows[0]['device']} ({dtypes}){ratio_note}",
                  y=1 - 0.2 / height, fontsize=13)
     fig.legend(legend.values(), legend.keys(), loc="upper center", ncol=min(len(legend), 4), frameon=False,
                bbox_to_anchor=(0.5, 1 - 0.45 / height))
@@ -461,6 +467,8 @@ def parse_args(argv):
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG")
     parser.add_argument("--gqa", type=int, metavar="HKV", help="number of KV heads (default: as many as query heads)")
     parser.add_argument("--max-n", type=int, metavar="N", help="only the sweep's shapes with N <= this")
+    parser.add_argument("--from-csv", type=Path, metavar="CSV",
+                        help="measure nothing: print the table and draw the plot of a CSV this CLI wrote")
     args = parser.parse_args(argv)
     args.shapes = [s for s in SWEEPS[args.sweep](args.gqa)
                    if args.max_n is None or s.N <= args.max_n]
@@ -476,10 +484,37 @@ def parse_args(argv):
     return args
 
 
+INT_COLUMNS = ("B", "H", "Hkv", "N_Q", "N_KV", "D")
+
+
+def read_rows(path):
+    """The rows of a CSV this CLI wrote, with the types run_sweep gives them."""
+    with open(path, newline="") as file:
+        rows = list(csv.DictReader(file))
+    for row in rows:
+        row.update({c: int(row[c]) for c in INT_COLUMNS}, causal=row["causal"] == "True")
+    return rows
+
+
+def replot(args):
+    """--from-csv: the table and the plot of an earlier run (the PNG lands beside the CSV)."""
+    rows = read_rows(args.from_csv)
+    names = list(dict.fromkeys(row["provider"] for row in rows))
+    print_table(rows, names)
+    print_notes(rows, names)
+    if not args.no_plot:
+        path = args.from_csv.with_suffix(".png")
+        plot(rows, names, path, rows[0]["sweep"])
+        print(f"wrote {path}")
+    return 0
+
+
 def main(argv=None):
     """Run a sweep, write the CSV (and PNG), print the table; 1 if an output failed or fa2 raised, else 0."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
+    if args.from_csv:
+        return replot(args)
     providers = [all_providers()[name] for name in args.providers]
     args.out.mkdir(parents=True, exist_ok=True)
     csv_path = args.out / f"{args.name}.csv"

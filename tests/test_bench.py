@@ -31,7 +31,20 @@ def test_tiny_sweep_writes_checked_csv_and_plot(tmp_path, capsys):
         assert row["sweep"] == "tiny" and row["device"] and row["torch"] == torch.__version__
         assert row["command"] == "python -m fa2.bench " + shlex.join(argv)
     assert (tmp_path / "tiny.png").stat().st_size > 10_000
-    assert "fa2/sdpa_math: geometric mean" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "fa2/sdpa_math: geometric mean" in printed
+    # --from-csv redraws the plot and reprints the table of that run without measuring anything
+    (tmp_path / "tiny.png").unlink()
+    assert bench.main(["--from-csv", str(tmp_path / "tiny.csv")]) == 0
+    assert (tmp_path / "tiny.png").stat().st_size > 10_000
+    table = [line for line in capsys.readouterr().out.splitlines() if "geometric mean" in line]
+    assert table == [line for line in printed.splitlines() if "geometric mean" in line]
+
+
+def test_ratios_are_truncated_never_rounded_up():
+    assert bench.truncated(1.19996) == "1.199"
+    assert bench.truncated(0.5559) == "0.555"
+    assert bench.truncated(1.4999, 2) == "1.49"
 
 
 def test_sweep_definitions():

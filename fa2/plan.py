@@ -2,7 +2,7 @@
 
 A small attention problem runs on the GPU in 10-30 us, while the host side of a plain Triton call -- argument
 binding and specialisation in the JIT, building TMA descriptors, choosing a config, checking inputs -- took
-about 200 us a call on the H200 machine (`book/results/overhead.txt`). Everything in that list except the
+about 200 us a call on the H200 machine (session 1; `book/results/overhead.md`). Everything in that list except the
 tensors' addresses depends only on the shapes, strides, dtypes, device and flags of the call. A `FastPlan`
 computes it once; each call then allocates the outputs, swaps its tensors into the argument list, and hands the
 list to the compiled kernel's launcher (`LeanLaunch`).

@@ -74,6 +74,53 @@ class _HostDescriptor:
         self.shape, self.strides, self.block_shape, self.padding = layout
 
 
+class EncodedDescriptors:
+    """Host TMA descriptors encoded once per base address, handed to the launcher Triton wraps them for.
+
+    An encoded descriptor (CUtensorMap) depends only on the base address, the layout and the box; a plan fixes
+    the last two, and the caching allocator hands the same few addresses out again and again, so encoding is
+    mostly a dictionary hit. Triton 3.6's launcher re-encodes every descriptor on every call in Python; this
+    reaches past that wrapper to the compiled launch function it wraps. `build` returns None whenever that
+    wrapper does not look exactly as expected (another Triton version): the plan then keeps `direct`."""
+
+    MAX_ADDRESSES = 256                       # per descriptor: cleared when full
+
+    def __init__(self, launch_fn, metadata, prefix, layouts):
+        self.launch_fn, self.metadata, self.prefix, self.layouts = launch_fn, metadata, prefix, layouts
+        self.encoded = [{} for _ in layouts]
+
+    @classmethod
+    def build(cls, compiled, layouts):
+        try:
+            from triton.backends.nvidia.driver import make_tensordesc_arg
+            launcher = compiled.run
+            wrapper = launcher.launch
+            cells = dict(zip(wrapper.__code__.co_freevars, (c.cell_contents for c in wrapper.__closure__)))
+            launch_fn, metadata = cells["launcher"], cells["tensordesc_meta"]
+            scratch = launcher.global_scratch_size or getattr(launcher, "profile_scratch_size", 0)
+            if (len(metadata) != len(layouts) or any(m is None for m in metadata) or scratch
+                    or cells["tensordesc_indices"] != set(range(len(layouts)))):
+                return None
+            prefix = (launcher.launch_cooperative_grid, launcher.launch_pdl, None, None, compiled.packed_metadata,
+                      None, None, None)       # scratch buffers, metadata, launch metadata, no enter/exit hooks
+        except (AttributeError, KeyError, TypeError, ValueError, ImportError):
+            return None
+        plan = cls(launch_fn, metadata, prefix, layouts)
+        plan.make_arg = make_tensordesc_arg
+        return plan
+
+    def args(self, slot, tensor):
+        """The launcher's arguments for descriptor `slot` over `tensor`: the encoded map, then shape and strides."""
+        encoded = self.encoded[slot]
+        address = tensor.data_ptr()
+        args = encoded.get(address)
+        if args is None:
+            if len(encoded) >= self.MAX_ADDRESSES:
+                encoded.clear()
+            args = encoded[address] = self.make_arg(_HostDescriptor(tensor, self.layouts[slot]), self.metadata[slot])
+        return args
+
+
 class FastPlan:
     """The Hopper kernel's launch for one input signature: grid, config, strides and scalars fixed."""
 
@@ -90,6 +137,7 @@ class FastPlan:
         self.scalars = args[5:]                 # strides, sizes, scale and constexprs: the same every call
         self.config = config
         self.launch = LeanLaunch(_fa2_fast_kernel, grid, options, q.device.index)
+        self.encoded = None                     # EncodedDescriptors once compiled (host descriptors only)
 
     def __call__(self, q, k, v):
         o = torch.empty_like(q)
@@ -98,9 +146,19 @@ class FastPlan:
             tensors = fast_descriptors(q, k, v, o, self.block_m, self.block_n) if self.host_desc else (q, k, v, o)
             self.launch(*tensors, lse, *self.scalars)
         elif self.host_desc:
-            dq, dk, dv, do = self.layouts
-            self.launch.direct(_HostDescriptor(q, dq), _HostDescriptor(k, dk), _HostDescriptor(v, dv),
-                               _HostDescriptor(o, do), lse, *self.scalars)
+            encoded = self.encoded
+            if encoded is None:
+                encoded = self.encoded = EncodedDescriptors.build(self.launch.compiled, self.layouts) or False
+            if encoded:
+                grid_m, grid_bh, grid_z = self.launch.grid
+                compiled = self.launch.compiled
+                encoded.launch_fn(grid_m, grid_bh, grid_z, driver.active.get_current_stream(self.launch.device),
+                                  compiled.function, *encoded.prefix, *encoded.args(0, q), *encoded.args(1, k),
+                                  *encoded.args(2, v), *encoded.args(3, o), lse, *self.scalars)
+            else:
+                dq, dk, dv, do = self.layouts
+                self.launch.direct(_HostDescriptor(q, dq), _HostDescriptor(k, dk), _HostDescriptor(v, dv),
+                                   _HostDescriptor(o, do), lse, *self.scalars)
         else:
             self.launch.direct(q, k, v, o, lse, *self.scalars)
         return o, lse

@@ -33,6 +33,20 @@ def test_plan_made_on_other_inputs_computes_the_same_function(shape, causal, hos
     assert torch.equal(o, o_ref) and torch.equal(lse, lse_ref)   # the same kernel with the same arguments
     if runtime.DEVICE == "cuda":
         assert plan.launch.compiled is not None, "the plan never switched to the direct launch"
+        assert bool(plan.encoded) == host_desc, "host descriptors did not take the encoded-descriptor launch"
+
+
+@pytest.mark.parametrize("host_desc", [False, True], ids=["device-desc", "host-desc"])
+def test_same_addresses_new_contents(host_desc):
+    """Encoded descriptors are cached per address: a call on refilled tensors must see the new contents."""
+    q, k, v = make_qkv(1, 4, 2, 70, 90, 32, torch.float16)
+    plan = FastPlan(q, k, v, True, 0.2, config=None, host_desc=host_desc)
+    for _ in range(3):                                # JIT, then encode (miss), then the cached encoding (hit)
+        o, lse = plan(q, k, v)
+        o_ref, lse_ref = attention_fast(q, k, v, True, 0.2, host_desc=host_desc)
+        assert torch.equal(o, o_ref) and torch.equal(lse, lse_ref)
+        for t in (q, k, v):
+            t.copy_(torch.randn_like(t))
 
 
 def test_plan_writes_every_output_element(monkeypatch):
@@ -135,3 +149,34 @@ def test_small_grids_get_the_small_grid_config(monkeypatch):
     assert api._fill_the_gpu(table, q) is table
     q = torch.empty(1, 4, 512, 32)                     # a head dim the rule was not measured for
     assert api._fill_the_gpu(table, q) is table
+
+
+def test_encoded_descriptor_launch_passes_what_tritons_wrapper_would(monkeypatch):
+    """EncodedDescriptors reaches past Triton's descriptor wrapper (triton.backends.nvidia.driver); with the
+    installed Triton, its arguments to the wrapped launch function must equal the wrapper's, call for call."""
+    from types import SimpleNamespace
+
+    from triton.backends.nvidia import driver as nvidia_driver
+
+    from fa2.plan import EncodedDescriptors, _HostDescriptor
+    encode = lambda desc, meta: [("map", desc.base.data_ptr(), meta["swizzle"]), *desc.shape, *desc.strides]
+    monkeypatch.setattr(nvidia_driver, "make_tensordesc_arg", encode)
+    calls = []
+    signature = {i: "tensordesc<fp16[1,1,64,32]>" for i in range(4)} | {4: "*fp32", 5: "i32", 6: "constexpr"}
+    metadata = [dict(swizzle=128 + i) for i in range(4)]
+    wrapper = nvidia_driver.wrap_handle_tensordesc(lambda *args: calls.append(args), signature, metadata)
+    launcher = SimpleNamespace(launch=wrapper, global_scratch_size=0, profile_scratch_size=0,
+                               launch_cooperative_grid=False, launch_pdl=False)
+    compiled = SimpleNamespace(run=launcher, packed_metadata=("packed",), function=1234)
+    tensors = [torch.empty(1, 2, 64, 32, dtype=torch.float16) for _ in range(4)]
+    layouts = [([1, 2, 64, 32], [4096, 2048, 32, 1], [1, 1, 64, 32], "zero")] * 4
+    encoded = EncodedDescriptors.build(compiled, layouts)
+    assert encoded, "the installed Triton's descriptor wrapper no longer looks as EncodedDescriptors expects"
+    lse, scalars = torch.empty(2, 64), (7, True)
+    for _ in range(2):                                # miss, then hit: the same arguments both times
+        wrapper(1, 2, 1, 99, 1234, False, False, None, None, ("packed",), None, None, None,
+                *[_HostDescriptor(t, layout) for t, layout in zip(tensors, layouts)], lse, *scalars)
+        encoded.launch_fn(1, 2, 1, 99, 1234, *encoded.prefix, *[a for slot, t in enumerate(tensors)
+                                                                for a in encoded.args(slot, t)], lse, *scalars)
+        assert len(calls) == 2 and calls[0] == calls[1]
+        calls.clear()

@@ -1,6 +1,6 @@
 """Where a small call's time goes (device tool): host time per call, timed call, and GPU-only time of each layer.
 
-    python3 .ci/gpu/overhead.py OUT_DIR
+    python3 .ci/gpu/overhead.py OUT_DIR [--no-configs]
 
 For each shape (bf16): `fa2.attention` as shipped, its launch plan forced to host-side and to device-side TMA
 descriptors, and SDPA's FLASH and cuDNN backends. Columns: `wall_us` = host time per call in a loop of calls (the GPU is faster than the host at these
@@ -49,7 +49,7 @@ def sdpa(backend):
     return run
 
 
-def main(out):
+def main(out, configs=True):
     rows = []
     providers = {
         "fa2.attention": "api",
@@ -93,6 +93,8 @@ def main(out):
                 rows.append(row)
                 print(" ".join(f"{v_}" for v_ in row.values()), flush=True)
     write(f"{out}/overhead.csv", rows)
+    if not configs:
+        return
     # GPU-only time of each config where the grid has fewer programs than the GPU has SMs
     rows = []
     for (B, H, N, D) in SMALL:
@@ -121,4 +123,4 @@ def write(path, rows):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], configs="--no-configs" not in sys.argv[2:])

@@ -109,6 +109,12 @@ class EncodedDescriptors:
         plan.make_arg = make_tensordesc_arg
         return plan
 
+    def launch(self, lean, q, k, v, o, *rest):
+        """Launch `lean`'s compiled kernel (only when `lean.ready()`) with these descriptors, then `rest`."""
+        grid_m, grid_bh, grid_z = lean.grid
+        self.launch_fn(grid_m, grid_bh, grid_z, driver.active.get_current_stream(lean.device), lean.compiled.function,
+                       *self.prefix, *self.args(0, q), *self.args(1, k), *self.args(2, v), *self.args(3, o), *rest)
+
     def args(self, slot, tensor):
         """The launcher's arguments for descriptor `slot` over `tensor`: the encoded map, then shape and strides."""
         encoded = self.encoded[slot]
@@ -135,7 +141,6 @@ class FastPlan:
             self.layouts = [(d.shape, d.strides, d.block_shape, d.padding) for d in args[:4]]
             self.block_m, self.block_n = args[0].block_shape[2], args[1].block_shape[2]
         self.scalars = args[5:]                 # strides, sizes, scale and constexprs: the same every call
-        self.config = config
         self.launch = LeanLaunch(_fa2_fast_kernel, grid, options, q.device.index)
         self.encoded = None                     # EncodedDescriptors once compiled (host descriptors only)
 
@@ -150,11 +155,7 @@ class FastPlan:
             if encoded is None:
                 encoded = self.encoded = EncodedDescriptors.build(self.launch.compiled, self.layouts) or False
             if encoded:
-                grid_m, grid_bh, grid_z = self.launch.grid
-                compiled = self.launch.compiled
-                encoded.launch_fn(grid_m, grid_bh, grid_z, driver.active.get_current_stream(self.launch.device),
-                                  compiled.function, *encoded.prefix, *encoded.args(0, q), *encoded.args(1, k),
-                                  *encoded.args(2, v), *encoded.args(3, o), lse, *self.scalars)
+                encoded.launch(self.launch, q, k, v, o, lse, *self.scalars)
             else:
                 dq, dk, dv, do = self.layouts
                 self.launch.direct(_HostDescriptor(q, dq), _HostDescriptor(k, dk), _HostDescriptor(v, dv),

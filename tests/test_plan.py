@@ -158,6 +158,7 @@ def test_encoded_descriptor_launch_passes_what_tritons_wrapper_would(monkeypatch
 
     from triton.backends.nvidia import driver as nvidia_driver
 
+    from fa2 import plan as plan_module
     from fa2.plan import EncodedDescriptors, _HostDescriptor
     encode = lambda desc, meta: [("map", desc.base.data_ptr(), meta["swizzle"]), *desc.shape, *desc.strides]
     monkeypatch.setattr(nvidia_driver, "make_tensordesc_arg", encode)
@@ -171,12 +172,13 @@ def test_encoded_descriptor_launch_passes_what_tritons_wrapper_would(monkeypatch
     tensors = [torch.empty(1, 2, 64, 32, dtype=torch.float16) for _ in range(4)]
     layouts = [([1, 2, 64, 32], [4096, 2048, 32, 1], [1, 1, 64, 32], "zero")] * 4
     encoded = EncodedDescriptors.build(compiled, layouts)
+    monkeypatch.setattr(plan_module, "driver", SimpleNamespace(active=SimpleNamespace(get_current_stream=lambda d: 99)))
+    lean = SimpleNamespace(grid=(1, 2, 1), device=0, compiled=compiled)      # what launch reads of a LeanLaunch
     assert encoded, "the installed Triton's descriptor wrapper no longer looks as EncodedDescriptors expects"
     lse, scalars = torch.empty(2, 64), (7, True)
     for _ in range(2):                                # miss, then hit: the same arguments both times
         wrapper(1, 2, 1, 99, 1234, False, False, None, None, ("packed",), None, None, None,
                 *[_HostDescriptor(t, layout) for t, layout in zip(tensors, layouts)], lse, *scalars)
-        encoded.launch_fn(1, 2, 1, 99, 1234, *encoded.prefix, *[a for slot, t in enumerate(tensors)
-                                                                for a in encoded.args(slot, t)], lse, *scalars)
+        encoded.launch(lean, *tensors, lse, *scalars)
         assert len(calls) == 2 and calls[0] == calls[1]
         calls.clear()

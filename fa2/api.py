@@ -57,6 +57,11 @@ def _check_inputs(q, k, v, causal, scale):
         raise TypeError("fa2.attention: bfloat16 needs an sm_80+ GPU (Ampere or newer); use float16 on this GPU")
 
 
+def _softmax_scale(q, scale):
+    """The scale as a float: 1/sqrt(D) of the caller's (unpadded) head dim unless given."""
+    return 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+
+
 def padded_head_dim(d):
     """Head dims are powers of two >= 16 inside the kernels (tl.arange, tl.dot); others are zero-padded."""
     return max(16, 1 << (d - 1).bit_length())
@@ -144,7 +149,7 @@ MAX_PLANS = 4096
 def _new_plan(q, k, v, causal, scale):
     _check_inputs(q, k, v, causal, scale)                # raises, naming the argument, before anything is cached
     key = signature(q, k, v, causal, scale)
-    plan = _plan(q, k, v, causal, 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale))
+    plan = _plan(q, k, v, causal, _softmax_scale(q, scale))
     if len(_PLANS) >= MAX_PLANS:
         _PLANS.clear()
     _PLANS[key] = plan
@@ -166,8 +171,7 @@ def attention(q, k, v, causal=False, scale=None, return_lse=False):
     """Attention softmax(q k^T * scale) v, FlashAttention-2 forward; q (B,Hq,Nq,D), k/v (B,Hkv,Nk,D)."""
     if torch.compiler.is_compiling():                    # torch.compile sees the custom op
         _check_inputs(q, k, v, causal, scale)
-        scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-        o, lse = _attention_op(q, k, v, causal, scale)
+        o, lse = _attention_op(q, k, v, causal, _softmax_scale(q, scale))
     else:                                                # eager: the plan of this input signature
         try:
             plan = _PLANS[signature(q, k, v, causal, scale)]

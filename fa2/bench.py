@@ -44,7 +44,7 @@ from tqdm import tqdm
 
 import fa2
 from fa2 import runtime
-from fa2.reference import attention_reference
+from fa2.chapters.reference import attention_reference
 from fa2.testing import attention_tflops, make_qkv, rel_err
 
 COLUMNS = ["sweep", "provider", "label", "B", "H", "Hkv", "N_Q", "N_KV", "D", "dtype", "causal", "ms", "tflops",

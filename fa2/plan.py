@@ -14,7 +14,7 @@ from triton import knobs
 from triton.runtime.driver import driver
 
 from fa2 import runtime
-from fa2.fast import _fa2_fast_kernel, fast_descriptors, fast_launch
+from fa2.chapters.fast import _fa2_fast_kernel, fast_descriptors, fast_launch
 
 
 def _compiled(kernel):

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from . import runtime
-from .reference import attention_reference, visible_keys
+from .chapters.reference import attention_reference, visible_keys
 
 LAYOUTS = ("bhnd", "bnhd", "strided")
 

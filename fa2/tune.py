@@ -14,10 +14,10 @@ from pathlib import Path
 import torch
 
 from fa2 import runtime
-from fa2.autotune import (FAST_CANDIDATES, GENERIC_CANDIDATES, SHIPPED_DIR, device_file_name, prune, tune,
+from fa2.chapters.autotune import (FAST_CANDIDATES, GENERIC_CANDIDATES, SHIPPED_DIR, device_file_name, prune, tune,
                           tuning_key)
-from fa2.fast import attention_fast
-from fa2.forward import attention_forward
+from fa2.chapters.fast import attention_fast
+from fa2.chapters.forward import attention_forward
 
 # (B, H, N) per length; D = 128 uses H = 32, D = 64 uses H = 16 (the reference sweep's shapes)
 TUNING_SHAPES = {512: 32, 2048: 8, 8192: 1, 16384: 1}

@@ -6,8 +6,8 @@ import torch
 
 import fa2
 from fa2 import runtime
-from fa2.fast import attention_fast
-from fa2.forward import attention_forward
+from fa2.chapters.fast import attention_fast
+from fa2.chapters.forward import attention_forward
 from fa2.testing import check_attention
 
 DTYPES = (torch.float16, torch.bfloat16)

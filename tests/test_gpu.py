@@ -16,7 +16,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import fa2
 from fa2 import api, runtime
-from fa2.reference import attention_reference
+from fa2.chapters.reference import attention_reference
 
 pytestmark = pytest.mark.skipif(runtime.DEVICE != "cuda", reason="needs a CUDA GPU")
 
@@ -45,8 +45,8 @@ def _rel(x, ref):
 
 def ladder(causal):
     """Chapter 6's ladder (book/06_autotune.ipynb, section 6.6): every version from chapter 5 up, as (name, fn)."""
-    from fa2.fast import attention_fast
-    from fa2.forward import attention_forward
+    from fa2.chapters.fast import attention_fast
+    from fa2.chapters.forward import attention_forward
     v2_cfg = dict(BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=2)
     return [
         ("v0", lambda q, k, v: attention_forward(q, k, v, causal)),
@@ -96,7 +96,7 @@ def test_fast_kernel_is_used_on_hopper():
 
 
 def test_first_call_with_shipped_configs_does_not_autotune(monkeypatch, capsys):
-    from fa2 import autotune
+    from fa2.chapters import autotune
     if not (autotune.SHIPPED_DIR / autotune.device_file_name(torch.cuda.get_device_name())).exists():
         pytest.skip("no shipped table for this GPU")
     monkeypatch.setattr(autotune, "tune", lambda *a, **k: pytest.fail("autotuned on a GPU with shipped configs"))

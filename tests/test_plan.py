@@ -7,9 +7,9 @@ import torch
 
 import fa2
 from fa2 import api, runtime
-from fa2.fast import attention_fast
+from fa2.chapters.fast import attention_fast
 from fa2.plan import FastPlan, signature
-from fa2.reference import attention_reference
+from fa2.chapters.reference import attention_reference
 from fa2.testing import check_attention, make_qkv
 
 SHAPES = [(1, 4, 2, 37, 70, 32), (2, 2, 2, 64, 64, 16), (1, 4, 1, 70, 37, 32)]   # GQA+tails, whole tiles, MQA

@@ -4,8 +4,8 @@ import torch
 import triton
 
 from fa2 import runtime
-from fa2.grid import expected_owner_map, grid_ownership
-from fa2.scaffold import scaffold_copy
+from fa2.chapters.grid import expected_owner_map, grid_ownership
+from fa2.chapters.scaffold import scaffold_copy
 
 DTYPES = (torch.float16, torch.bfloat16)
 LAYOUTS = ("contiguous", "transposed", "every other token", "every other feature")

@@ -3,8 +3,8 @@ Writes $OUT/explore.csv; prints the best config per shape with its ratio to SDPA
 import csv, itertools, os, sys, time, traceback
 import torch, triton
 import fa2.runtime
-from fa2.fast import attention_fast
-from fa2.forward import attention_forward
+from fa2.chapters.fast import attention_fast
+from fa2.chapters.forward import attention_forward
 from fa2.testing import attention_tflops
 from torch.nn.attention import sdpa_kernel, SDPBackend
 F = torch.nn.functional

@@ -1,4 +1,4 @@
-"""Experiment behind book/results/rotated_loop_bm256_try.csv (run by explore3.py): fa2.fast's kernel with one
+"""Experiment behind book/results/rotated_loop_bm256_try.csv (run by explore3.py): fa2.chapters.fast's kernel with one
 extra flag, ROTATE, that issues the next tile's Q K^T before this tile's softmax. Not part of the package."""
 import math
 
@@ -8,7 +8,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from fa2 import runtime
-from fa2.fast import DEFAULT_CONFIG, LOG2E, _tile, attend_tiles_fast  # importing fa2.fast sets the TMA allocator
+from fa2.chapters.fast import DEFAULT_CONFIG, LOG2E, _tile, attend_tiles_fast  # importing fa2.chapters.fast sets the TMA allocator
 
 
 @triton.jit

@@ -5,8 +5,8 @@ own backend (none was forced): on torch 2.11 / H200 it returned a wrong output (
 import torch
 import torch.nn.functional as F
 import fa2
-from fa2.forward import attention_forward
-from fa2.reference import attention_reference
+from fa2.chapters.forward import attention_forward
+from fa2.chapters.reference import attention_reference
 
 torch.manual_seed(0)
 for D, N in ((32, 40), (64, 300), (128, 130)):

@@ -8,6 +8,12 @@ as SDPA is on the same inputs.
 """
 
 
+import importlib.util
+import inspect
+import itertools
+import tempfile
+from pathlib import Path
+
 import torch
 import torch.nn.functional as F
 
@@ -86,4 +92,28 @@ def attention_tflops(B, H, Nq, Nk, D, causal, ms):
     return flops / (ms * 1e-3) / 1e12
 
 
-__all__ = ["make_qkv", "sdpa_reference", "rel_err", "check_attention", "attention_tflops", "LAYOUTS"]
+_MUTANT_IDS = itertools.count()
+
+
+def mutant(module, edits):
+    """A fresh copy of `module` with its source edited: {old text: new text}, each old text found exactly once.
+
+    The copy is written to a temporary file and imported under a new name, so Triton sees new source and
+    compiles its kernels afresh; the original module is untouched. Used to show what a bug does (chapter 4,
+    the bug catalog of chapter 7)."""
+    source = inspect.getsource(module)
+    for old, new in edits.items():
+        count = source.count(old)
+        if count != 1:
+            raise ValueError(f"mutant: {old!r} occurs {count} times in {module.__name__}, expected once")
+        source = source.replace(old, new)
+    name = f"{module.__name__.rsplit('.', 1)[-1]}_mutant_{next(_MUTANT_IDS)}"
+    path = Path(tempfile.mkdtemp(prefix="fa2_mutant_")) / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    copy = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(copy)
+    return copy
+
+
+__all__ = ["mutant", "make_qkv", "sdpa_reference", "rel_err", "check_attention", "attention_tflops", "LAYOUTS"]

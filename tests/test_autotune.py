@@ -44,9 +44,9 @@ def test_shipped_config_is_used_without_tuning(fake_gpu, monkeypatch):
     _ship(fake_gpu, {"fast/D128/bf16/causal/q2048/k2048": cfg})
     monkeypatch.setattr(autotune, "tune", lambda *a, **k: pytest.fail("autotuned despite a shipped config"))
     q, k, v = _qkv()
-    assert autotune.choose_config("fast", q, k, v, True, 0.1, None, None) == cfg
+    assert autotune.choose_config("fast", q, k, True, None, None) == cfg
     q, k, v = _qkv(5000)   # another length: nearest tuned bucket of the same family, still no tuning
-    assert autotune.choose_config("fast", q, k, v, True, 0.1, None, None) == cfg
+    assert autotune.choose_config("fast", q, k, True, None, None) == cfg
 
 
 def test_unknown_family_autotunes_once_and_caches(fake_gpu, monkeypatch, capsys):
@@ -59,11 +59,11 @@ def test_unknown_family_autotunes_once_and_caches(fake_gpu, monkeypatch, capsys)
 
     monkeypatch.setattr(autotune, "tune", fake_tune)
     q, k, v = _qkv(d=64)
-    first = autotune.choose_config("fast", q, k, v, False, 0.1, None, lambda: None)
+    first = autotune.choose_config("fast", q, k, False, None, lambda: None)
     assert calls and "autotuning once" in capsys.readouterr().err
     monkeypatch.setattr(autotune, "_TABLES", {})          # a new process: reads the disk cache
     monkeypatch.setattr(autotune, "_CHOSEN", {})
-    assert autotune.choose_config("fast", q, k, v, False, 0.1, None, None) == first
+    assert autotune.choose_config("fast", q, k, False, None, None) == first
     assert len(calls) == 1
     cached = json.loads((fake_gpu / "cache" / "Test_GPU.json").read_text())
     assert cached["configs"]["fast/D64/bf16/full/q2048/k2048"] == first
@@ -95,7 +95,7 @@ def test_shipped_tables_are_well_formed():
 
 def test_api_autotune_path_runs_and_caches(fake_gpu, monkeypatch):
     """The API hands tune a run() that returns the output tensor (a bug once: it returned (o, lse))."""
-    from fa2 import api
+    from fa2 import plan
     from fa2.testing import check_attention
     real_tune = autotune.tune
     chosen = []
@@ -107,6 +107,6 @@ def test_api_autotune_path_runs_and_caches(fake_gpu, monkeypatch):
         return best, results
 
     monkeypatch.setattr(autotune, "tune", tune_without_gpu_timer)
-    check_attention(lambda q, k, v, causal, scale: api._forward(q, k, v, causal, 0.125), 1, 2, 1, 40, 40, 32,
+    check_attention(lambda q, k, v, causal, scale: plan.make_plan(q, k, v, causal, 0.125)(q, k, v), 1, 2, 1, 40, 40, 32,
                     torch.bfloat16, True, scale=0.125)
     assert len(chosen) == 1

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import fa2
-from fa2 import api, runtime
+from fa2 import dispatch, ladder, plan as plans, runtime
 from fa2.chapters.reference import attention_reference
 
 pytestmark = pytest.mark.skipif(runtime.DEVICE != "cuda", reason="needs a CUDA GPU")
@@ -43,25 +43,10 @@ def _rel(x, ref):
     return ((x.double() - ref).norm() / ref.norm()).item()
 
 
-def ladder(causal):
-    """Chapter 6's ladder (book/06_autotune.ipynb, section 6.6): every version from chapter 5 up, as (name, fn)."""
-    from fa2.chapters.fast import attention_fast
-    from fa2.chapters.forward import attention_forward
-    v2_cfg = dict(BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=2)
-    return [
-        ("v0", lambda q, k, v: attention_forward(q, k, v, causal)),
-        ("v1", lambda q, k, v: attention_forward(q, k, v, causal, block_m=64, block_n=64, num_warps=4, num_stages=3)),
-        ("v2", lambda q, k, v: attention_fast(q, k, v, causal, config=v2_cfg, split=False, reverse=False)),
-        ("v3", lambda q, k, v: attention_fast(q, k, v, causal, config=v2_cfg, split=True, reverse=False)),
-        ("v4", lambda q, k, v: attention_fast(q, k, v, causal, config=v2_cfg, split=True, reverse=True)),
-        ("fa2", lambda q, k, v: fa2.attention(q, k, v, causal=causal, return_lse=True)),
-    ]
-
-
 @pytest.mark.parametrize("B, H, N, D, causal, dtype", SWEEP,
                          ids=[f"{b}x{h}x{n}x{d}-{'c' if c else 'f'}-{str(t)[6:]}" for b, h, n, d, c, t in SWEEP])
 def test_reference_sweep(B, H, N, D, causal, dtype):
-    """Every ladder version vs fp64 on two heads (first and last), error <= 2x SDPA FLASH's; fa2 vs FLASH everywhere."""
+    """Every ladder version (fa2.ladder) vs fp64 on two heads (first and last), error <= 2x SDPA FLASH's; fa2 vs FLASH everywhere."""
     torch.manual_seed(hash((B, N, D, causal)) % 2**31)
     q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=dtype) for _ in range(3))
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
@@ -69,16 +54,16 @@ def test_reference_sweep(B, H, N, D, causal, dtype):
     heads = [(slice(b, b + 1), slice(h, h + 1)) for b, h in ((0, 0), (B - 1, H - 1))]
     refs = [attention_reference(q[sl], k[sl], v[sl], causal, return_lse=True) for sl in heads]
     flash_err = max(_rel(o_flash[sl], ref) for sl, (ref, _) in zip(heads, refs))
-    row = dict(B=B, H=H, N=N, D=D, causal=int(causal), dtype=str(dtype)[6:], kernel=api._kernel_for(q, k, v),
+    row = dict(B=B, H=H, N=N, D=D, causal=int(causal), dtype=str(dtype)[6:], kernel=dispatch.kernel_for(q, k, v),
                rel_err_sdpa_flash=f"{flash_err:.3e}")
     failures = []
-    for name, fn in ladder(causal):
-        o, lse = fn(q, k, v)
+    for name, version in ladder.VERSIONS.items():
+        o, lse = version.run(q, k, v, causal)
         finite = bool(torch.isfinite(o).all() and torch.isfinite(lse).all())
         err = max(_rel(o[sl], ref) for sl, (ref, _) in zip(heads, refs))
         lse_err = max((lse[sl].double() - ref_lse).abs().max().item() for sl, (_, ref_lse) in zip(heads, refs))
         row[f"rel_err_{name}"], row[f"lse_abs_err_{name}"] = f"{err:.3e}", f"{lse_err:.2e}"
-        if name == "fa2":
+        if name == "v5":
             row["max_abs_diff_fa2_vs_flash"] = f"{(o.float() - o_flash.float()).abs().max().item():.3e}"
             torch.testing.assert_close(o, o_flash, atol=1e-2, rtol=1e-2)
         if not (finite and err <= 2 * flash_err and lse_err < 1e-3):
@@ -91,8 +76,8 @@ def test_reference_sweep(B, H, N, D, causal, dtype):
 def test_fast_kernel_is_used_on_hopper():
     q = torch.randn(1, 2, 128, 128, device="cuda", dtype=torch.bfloat16)
     expected = "fast" if torch.cuda.get_device_capability()[0] >= 9 else "generic"
-    assert api._kernel_for(q, q, q) == expected
-    assert api._kernel_for(q[..., ::2], q[..., ::2], q[..., ::2]) == "generic"   # no unit stride: no TMA
+    assert dispatch.kernel_for(q, q, q) == expected
+    assert dispatch.kernel_for(q[..., ::2], q[..., ::2], q[..., ::2]) == "generic"   # no unit stride: no TMA
 
 
 def test_first_call_with_shipped_configs_does_not_autotune(monkeypatch, capsys):
@@ -136,10 +121,10 @@ def test_offsets_past_int32():
 def test_plans_launch_directly_and_survive_a_launch_hook():
     """After its first call a plan skips the JIT; with a profiler's launch hook set it goes through the JIT again."""
     from triton import knobs
-    api._PLANS.clear()
+    plans.PLANS.clear()
     q, k, v = (torch.randn(2, 8, 300, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     fa2.attention(q, k, v, causal=True)
-    (plan,) = api._PLANS.values()
+    (plan,) = plans.PLANS.values()
     assert plan.launch.ready()
     seen = []
     hook = lambda metadata: seen.append(metadata)
@@ -151,3 +136,17 @@ def test_plans_launch_directly_and_survive_a_launch_hook():
         knobs.runtime.launch_enter_hook.remove(hook)
     assert seen, "the hook did not see the launch"
     torch.testing.assert_close(o, fa2.attention(q, k, v, causal=True))
+
+
+def test_eager_and_compiled_calls_run_one_plan():
+    """torch.compile reaches the same plan_for as eager calls: same kernel, same config, bitwise-equal outputs."""
+    plans.PLANS.clear()
+    for shape in [(1, 16, 512, 64), (8, 32, 2048, 128)]:      # a small grid (small-grid rule) and the money shot
+        q, k, v = (torch.randn(*shape, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        eager = fa2.attention(q, k, v, causal=True)
+        compiled = torch.compile(lambda q, k, v: fa2.attention(q, k, v, causal=True), fullgraph=True)(q, k, v)
+        assert torch.equal(eager, compiled)
+    made = list(plans.PLANS.values())
+    assert len(made) == 4                                      # eager keys scale=None, the op a float
+    for a, b in zip(made[0::2], made[1::2]):
+        assert (a.kernel, a.config) == (b.kernel, b.config)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import fa2
-from fa2 import api, runtime
+from fa2 import dispatch, plan as plans, runtime
 from fa2.chapters.fast import attention_fast
 from fa2.plan import FastPlan, signature
 from fa2.chapters.reference import attention_reference
@@ -66,16 +66,16 @@ def _qkv(n=16, dtype=torch.float16):
 
 
 def test_one_plan_per_signature():
-    api._PLANS.clear()
+    plans.PLANS.clear()
     q, k, v = _qkv()
     o1 = fa2.attention(q, k, v, causal=True)
     o2 = fa2.attention(*_qkv(), causal=True)           # same signature, other tensors: plan reused
-    assert len(api._PLANS) == 1 and not torch.equal(o1, o2)
+    assert len(plans.PLANS) == 1 and not torch.equal(o1, o2)
     fa2.attention(q, k, v, causal=False)
     fa2.attention(q, k, v, causal=True, scale=0.5)
     fa2.attention(*_qkv(17), causal=True)
     fa2.attention(q.transpose(2, 3).contiguous().transpose(2, 3), k, v, causal=True)   # other strides
-    assert len(api._PLANS) == 5
+    assert len(plans.PLANS) == 5
 
 
 def test_signature_tells_apart_what_the_kernel_specialises_on():
@@ -113,17 +113,17 @@ def test_misaligned_input_after_an_aligned_one_is_still_right():
     buffer = torch.randn(q.numel() + 1, dtype=q.dtype, device=q.device)
     q_off = buffer[1:].view(q.shape)                  # 2 bytes past a 16-byte boundary: the generic kernel
     # against fp64, not SDPA: on the H200 (torch 2.11) SDPA's default backend returned a wrong output
-    # (relative error 0.83-1.0) for such a q, while fa2 matched fp64 (.ci/gpu/misaligned.py)
+    # (relative error 0.83-1.0) for such a q, while fa2 matched fp64 (gpu/misaligned.py)
     ref = attention_reference(q_off, k, v, True)
     torch.testing.assert_close(fa2.attention(q_off, k, v, causal=True).double(), ref, atol=1e-2, rtol=1e-2)
 
 
 def test_plan_cache_is_bounded(monkeypatch):
-    monkeypatch.setattr(api, "MAX_PLANS", 2)
-    api._PLANS.clear()
+    monkeypatch.setattr(plans, "MAX_PLANS", 2)
+    plans.PLANS.clear()
     for n in (16, 17, 18, 19):
         fa2.attention(*_qkv(n))
-        assert len(api._PLANS) <= 2
+        assert len(plans.PLANS) <= 2
 
 
 def test_plan_keeps_no_input_alive():
@@ -141,14 +141,14 @@ def test_plan_keeps_no_input_alive():
 
 
 def test_small_grids_get_the_small_grid_config(monkeypatch):
-    monkeypatch.setattr(api, "_sm_count", lambda index: 132)
+    monkeypatch.setattr(dispatch, "sm_count", lambda index: 132)
     table = dict(BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=2, WARP_SPECIALIZE=False)
     q = torch.empty(1, 16, 512, 64)                    # 4 x 16 = 64 programs of 128 rows: under 4 waves of 132
-    assert api._fill_the_gpu(table, q) == dict(table, **api.SMALL_GRID_CONFIGS[64])
+    assert dispatch.fill_the_gpu(table, q) == dict(table, **dispatch.SMALL_GRID_CONFIGS[64])
     q = torch.empty(8, 32, 2048, 128)                  # 16 x 256 = 4096 programs: the table's choice stays
-    assert api._fill_the_gpu(table, q) is table
+    assert dispatch.fill_the_gpu(table, q) is table
     q = torch.empty(1, 4, 512, 32)                     # a head dim the rule was not measured for
-    assert api._fill_the_gpu(table, q) is table
+    assert dispatch.fill_the_gpu(table, q) is table
 
 
 def test_encoded_descriptor_launch_passes_what_tritons_wrapper_would(monkeypatch):
@@ -158,8 +158,8 @@ def test_encoded_descriptor_launch_passes_what_tritons_wrapper_would(monkeypatch
 
     from triton.backends.nvidia import driver as nvidia_driver
 
-    from fa2 import plan as plan_module
-    from fa2.plan import EncodedDescriptors, _HostDescriptor
+    from fa2 import _triton_compat
+    from fa2._triton_compat import EncodedDescriptors, HostDescriptor
     encode = lambda desc, meta: [("map", desc.base.data_ptr(), meta["swizzle"]), *desc.shape, *desc.strides]
     monkeypatch.setattr(nvidia_driver, "make_tensordesc_arg", encode)
     calls = []
@@ -171,14 +171,15 @@ def test_encoded_descriptor_launch_passes_what_tritons_wrapper_would(monkeypatch
     compiled = SimpleNamespace(run=launcher, packed_metadata=("packed",), function=1234)
     tensors = [torch.empty(1, 2, 64, 32, dtype=torch.float16) for _ in range(4)]
     layouts = [([1, 2, 64, 32], [4096, 2048, 32, 1], [1, 1, 64, 32], "zero")] * 4
+    monkeypatch.setattr(_triton_compat, "direct_launch_allowed", lambda: True)   # as on a GPU with this Triton
     encoded = EncodedDescriptors.build(compiled, layouts)
-    monkeypatch.setattr(plan_module, "driver", SimpleNamespace(active=SimpleNamespace(get_current_stream=lambda d: 99)))
+    monkeypatch.setattr(_triton_compat, "_current_stream", lambda device: 99)
     lean = SimpleNamespace(grid=(1, 2, 1), device=0, compiled=compiled)      # what launch reads of a LeanLaunch
     assert encoded, "the installed Triton's descriptor wrapper no longer looks as EncodedDescriptors expects"
     lse, scalars = torch.empty(2, 64), (7, True)
     for _ in range(2):                                # miss, then hit: the same arguments both times
         wrapper(1, 2, 1, 99, 1234, False, False, None, None, ("packed",), None, None, None,
-                *[_HostDescriptor(t, layout) for t, layout in zip(tensors, layouts)], lse, *scalars)
-        encoded.launch(lean, *tensors, lse, *scalars)
+                *[HostDescriptor(t, layout) for t, layout in zip(tensors, layouts)], lse, *scalars)
+        encoded.launch(lean, tensors, (lse, *scalars))
         assert len(calls) == 2 and calls[0] == calls[1]
         calls.clear()

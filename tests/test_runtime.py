@@ -7,6 +7,7 @@ import triton
 import triton.language as tl
 
 import fa2.runtime as runtime
+from fa2 import _triton_compat
 
 pytestmark = pytest.mark.skipif(not runtime.INTERPRET, reason="interpreter-only behaviour")
 
@@ -45,7 +46,7 @@ def test_bf16_dot_is_wrong_without_fix(monkeypatch):
 
 def test_bf16_widening_is_exact():
     x = torch.randn(1000).bfloat16()
-    widened = runtime.bf16_bits_to_fp32(x.view(torch.int16).numpy().view("uint16"))
+    widened = _triton_compat.bf16_bits_to_fp32(x.view(torch.int16).numpy().view("uint16"))
     assert torch.equal(torch.from_numpy(widened), x.float())
 
 

@@ -154,8 +154,10 @@ _TABLES = {}   # GPU name -> ConfigTable
 _CHOSEN = {}   # (device index, key) -> config: the per-call path is one dict lookup
 
 
-def choose_config(kernel, q, k, v, causal, scale, run, reference):
-    """The config to launch with: interpreter default, shipped/cached table, or autotune once (and cache)."""
+def choose_config(kernel, q, k, causal, run, reference):
+    """The config to launch with: interpreter default, shipped/cached table, or autotune once (and cache).
+
+    run(cfg) -> output and reference() -> output are only called when this key must be autotuned."""
     if runtime.INTERPRET:
         return INTERPRETER_CONFIG[kernel]
     key = tuning_key(kernel, q, k, causal)

@@ -11,24 +11,27 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from fa2 import runtime
+from fa2._triton_compat import ensure_tma_allocator
+from fa2.chapters.kv_loop import block_d
 
 LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * log2(e))
 
 
 @triton.jit
-def _tile(desc, off_b, off_h, row, BLOCK: tl.constexpr, HEAD_DIM: tl.constexpr, HOST_DESC: tl.constexpr):
-    """Load rows [row, row + BLOCK) of one head: (BLOCK, HEAD_DIM). Rows past the end arrive as zeros."""
+def _tile(desc, off_b, off_h, row, BLOCK: tl.constexpr, BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr):
+    """Load rows [row, row + BLOCK) of one head: (BLOCK, BLOCK_D). Rows past the end and columns past
+    the head dim arrive as zeros (the descriptor's shape is the tensor's, its box the tile's)."""
     if HOST_DESC:
-        return desc.load([off_b, off_h, row, 0]).reshape(BLOCK, HEAD_DIM)   # 4-D (B, H, N, D) descriptor
+        return desc.load([off_b, off_h, row, 0]).reshape(BLOCK, BLOCK_D)   # 4-D (B, H, N, D)
     else:
-        return desc.load([row, 0])                                          # 2-D per-head descriptor
+        return desc.load([row, 0])                                         # 2-D per head
 
 
 # %% book/06_autotune.ipynb · cell 16
 @triton.jit
 def attend_tiles_fast(acc, row_max, row_sum, q, desc_k, desc_v, off_b, off_kv_h, offs_m, kv_start, kv_end,
                       N_Q, N_KV, qk_scale, MASKED: tl.constexpr, IS_CAUSAL: tl.constexpr,
-                      BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, HOST_DESC: tl.constexpr,
+                      BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr,
                       WARP_SPECIALIZE: tl.constexpr):
     """Chapter 4's update in the base-2 domain: row_max is max(s)*scale*log2(e), weights are exp2(...).
 
@@ -37,7 +40,7 @@ def attend_tiles_fast(acc, row_max, row_sum, q, desc_k, desc_v, off_b, off_kv_h,
     offs_n = tl.arange(0, BLOCK_N)
     diagonal = N_KV - N_Q
     for kv_tile_start in tl.range(kv_start, kv_end, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
-        k = _tile(desc_k, off_b, off_kv_h, kv_tile_start, BLOCK_N, HEAD_DIM, HOST_DESC)   # (BLOCK_N, HEAD_DIM)
+        k = _tile(desc_k, off_b, off_kv_h, kv_tile_start, BLOCK_N, BLOCK_D, HOST_DESC)    # (BLOCK_N, BLOCK_D)
         scores = tl.dot(q, k.T)                                              # (BLOCK_M, BLOCK_N) fp32
         if MASKED:
             kv_idx = kv_tile_start + offs_n
@@ -56,8 +59,8 @@ def attend_tiles_fast(acc, row_max, row_sum, q, desc_k, desc_v, off_b, off_kv_h,
         alpha = tl.math.exp2(row_max - m_safe)                               # (BLOCK_M,)
         row_sum = row_sum * alpha + tl.sum(p, axis=1)
         acc = acc * alpha[:, None]
-        v = _tile(desc_v, off_b, off_kv_h, kv_tile_start, BLOCK_N, HEAD_DIM, HOST_DESC)   # (BLOCK_N, HEAD_DIM)
-        acc = tl.dot(p.to(v.dtype), v, acc)                                  # (BLOCK_M, HEAD_DIM) fp32
+        v = _tile(desc_v, off_b, off_kv_h, kv_tile_start, BLOCK_N, BLOCK_D, HOST_DESC)    # (BLOCK_N, BLOCK_D)
+        acc = tl.dot(p.to(v.dtype), v, acc)                                  # (BLOCK_M, BLOCK_D) fp32
         row_max = m_new
     return acc, row_max, row_sum
 
@@ -72,6 +75,7 @@ def _fa2_fast_kernel(
     stride_ob, stride_oh, stride_om,
     H, N_Q, N_KV, qk_scale, GROUP_SIZE,
     IS_CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
     SPLIT: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, REVERSE: tl.constexpr, HOST_DESC: tl.constexpr,
     EVEN_N: tl.constexpr,
 ):
@@ -86,22 +90,22 @@ def _fa2_fast_kernel(
     if HOST_DESC:
         desc_q, desc_k, desc_v, desc_o = Q, K, V, O      # 4-D descriptors made on the host
     else:
-        # TMA descriptors of this (batch, head): 2-D (rows, HEAD_DIM) views, rows past the end read as zeros
+        # TMA descriptors of this (batch, head): 2-D (rows, HEAD_DIM) views read in (rows, BLOCK_D) boxes
         b64, h64, kvh64 = off_b.to(tl.int64), off_h.to(tl.int64), off_kv_h.to(tl.int64)
         desc_q = tl.make_tensor_descriptor(Q + b64 * stride_qb + h64 * stride_qh, shape=[N_Q, HEAD_DIM],
-                                           strides=[stride_qm, 1], block_shape=[BLOCK_M, HEAD_DIM])
+                                           strides=[stride_qm, 1], block_shape=[BLOCK_M, BLOCK_D])
         desc_k = tl.make_tensor_descriptor(K + b64 * stride_kb + kvh64 * stride_kh, shape=[N_KV, HEAD_DIM],
-                                           strides=[stride_kn, 1], block_shape=[BLOCK_N, HEAD_DIM])
+                                           strides=[stride_kn, 1], block_shape=[BLOCK_N, BLOCK_D])
         desc_v = tl.make_tensor_descriptor(V + b64 * stride_vb + kvh64 * stride_vh, shape=[N_KV, HEAD_DIM],
-                                           strides=[stride_vn, 1], block_shape=[BLOCK_N, HEAD_DIM])
+                                           strides=[stride_vn, 1], block_shape=[BLOCK_N, BLOCK_D])
         desc_o = tl.make_tensor_descriptor(O + b64 * stride_ob + h64 * stride_oh, shape=[N_Q, HEAD_DIM],
-                                           strides=[stride_om, 1], block_shape=[BLOCK_M, HEAD_DIM])
+                                           strides=[stride_om, 1], block_shape=[BLOCK_M, BLOCK_D])
     m_start = pid_m * BLOCK_M
     offs_m = m_start + tl.arange(0, BLOCK_M)
-    q = _tile(desc_q, off_b, off_h, m_start, BLOCK_M, HEAD_DIM, HOST_DESC)   # (BLOCK_M, HEAD_DIM)
+    q = _tile(desc_q, off_b, off_h, m_start, BLOCK_M, BLOCK_D, HOST_DESC)    # (BLOCK_M, BLOCK_D)
     row_max = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     row_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     diagonal = N_KV - N_Q
     kv_end = N_KV
     if IS_CAUSAL:
@@ -113,37 +117,28 @@ def _fa2_fast_kernel(
             free_end = min(free_end, (max(0, m_start + diagonal + 1) // BLOCK_N) * BLOCK_N)
         acc, row_max, row_sum = attend_tiles_fast(
             acc, row_max, row_sum, q, desc_k, desc_v, off_b, off_kv_h, offs_m, 0, free_end, N_Q, N_KV, qk_scale,
-            False, IS_CAUSAL, BLOCK_N, HEAD_DIM, HOST_DESC, False)
+            False, IS_CAUSAL, BLOCK_N, BLOCK_D, HOST_DESC, False)
         acc, row_max, row_sum = attend_tiles_fast(
             acc, row_max, row_sum, q, desc_k, desc_v, off_b, off_kv_h, offs_m, free_end, max(kv_end, free_end),
-            N_Q, N_KV, qk_scale, True, IS_CAUSAL, BLOCK_N, HEAD_DIM, HOST_DESC, False)
+            N_Q, N_KV, qk_scale, True, IS_CAUSAL, BLOCK_N, BLOCK_D, HOST_DESC, False)
     else:
         # one loop (warp specialisation in Triton 3.6 compiles only a single loop): mask only if needed
         acc, row_max, row_sum = attend_tiles_fast(
             acc, row_max, row_sum, q, desc_k, desc_v, off_b, off_kv_h, offs_m, 0, kv_end, N_Q, N_KV, qk_scale,
-            IS_CAUSAL or not EVEN_N, IS_CAUSAL, BLOCK_N, HEAD_DIM, HOST_DESC, WARP_SPECIALIZE)
+            IS_CAUSAL or not EVEN_N, IS_CAUSAL, BLOCK_N, BLOCK_D, HOST_DESC, WARP_SPECIALIZE)
     seen = row_sum > 0.0
     safe_sum = tl.where(seen, row_sum, 1.0)
-    o = (acc / safe_sum[:, None]).to(desc_o.dtype)                         # (BLOCK_M, HEAD_DIM)
+    o = (acc / safe_sum[:, None]).to(desc_o.dtype)                         # (BLOCK_M, BLOCK_D)
     if HOST_DESC:
-        desc_o.store([off_b, off_h, m_start, 0], o.reshape(1, 1, BLOCK_M, HEAD_DIM))
+        desc_o.store([off_b, off_h, m_start, 0], o.reshape(1, 1, BLOCK_M, BLOCK_D))
     else:
-        desc_o.store([m_start, 0], o)                                        # rows past N_Q are dropped
+        desc_o.store([m_start, 0], o)                    # rows past N_Q, columns past HEAD_DIM dropped
     # row_max is in log2 units: LSE (natural log) = row_max * ln(2) + log(row_sum)
     lse = tl.where(seen, row_max * 0.6931471805599453 + tl.log(safe_sum), float("-inf"))
     tl.store(LSE + pid_bh.to(tl.int64) * N_Q + offs_m, lse, mask=offs_m < N_Q)
 
 
 # %% book/06_autotune.ipynb · cell 19
-def _set_tma_allocator():
-    """Device-side TMA descriptors are written to a global scratch buffer that Triton asks torch for."""
-    if runtime.DEVICE == "cuda":
-        triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
-
-
-_set_tma_allocator()
-
-
 def tma_compatible(*tensors):
     """TMA needs a unit last stride, a 16-byte aligned base and 16-byte multiples for the other strides."""
     return all(t.stride(-1) == 1 and t.data_ptr() % 16 == 0 and all((s * t.element_size()) % 16 == 0
@@ -166,20 +161,24 @@ def fast_launch(q, k, v, o, lse, causal=False, scale=None, config=None, split=No
     BM, BN = cfg["BLOCK_M"], cfg["BLOCK_N"]
     split = (not cfg["WARP_SPECIALIZE"]) if split is None else split
     scale = 1.0 / math.sqrt(D) if scale is None else scale
-    tensors = fast_descriptors(q, k, v, o, BM, BN) if host_desc else (q, k, v, o)
+    if host_desc:
+        tensors = fast_descriptors(q, k, v, o, BM, BN)
+    else:
+        ensure_tma_allocator()                 # device descriptors are written to global scratch
+        tensors = (q, k, v, o)
     args = (*tensors, lse,
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
             v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
             H, N_Q, N_KV, scale * LOG2E, H // k.shape[1],
-            causal, BM, BN, D,                                   # IS_CAUSAL, BLOCK_M, BLOCK_N, HEAD_DIM
+            causal, BM, BN, D, block_d(D),              # IS_CAUSAL, BLOCK_M, BLOCK_N, HEAD_DIM, BLOCK_D
             split, cfg["WARP_SPECIALIZE"], causal if reverse is None else reverse, host_desc, N_KV % BN == 0)
     grid = (triton.cdiv(N_Q, BM), B * H, 1)
     return grid, args, dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
 
 
 def fast_descriptors(q, k, v, o, block_m, block_n):
-    """Host-side 4-D TMA descriptors of q, k, v and o: one (1, 1, block, D) box per load or store."""
-    D = q.shape[-1]
+    """Host-side 4-D TMA descriptors of q, k, v and o: one (1, 1, block, BLOCK_D) box per load or store."""
+    D = block_d(q.shape[-1])
     return tuple(TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, block, D])
                  for t, block in ((q, block_m), (k, block_n), (v, block_n), (o, block_m)))
 

@@ -4,8 +4,13 @@
     python3 dev.py test    # install into .venv, then run every check (pytest + nbval + export sync)
     python3 dev.py book    # install into .venv, then build the book into _build/html
 
-Without a GPU, kernels run under the Triton interpreter. Set FA2_TORCH to choose how torch is installed
-when the environment has none (default: torch==2.13.0 on CPU-only machines, where that build is cached).
+Without a GPU, kernels run under the Triton interpreter. Environment knobs (CI uses them):
+
+    FA2_TORCH   how torch is installed when the environment has none (default: torch==2.13.0 on CPU-only
+                machines, where that build is cached)
+    FA2_VENV    the virtual environment to use (default .venv)
+    FA2_TRITON  a pip requirement installed over the pinned Triton, e.g. "triton==3.5.1", or "triton" for the
+                newest release the index serves
 """
 
 import os
@@ -14,7 +19,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
-VENV = ROOT / ".venv"
+VENV = ROOT / os.environ.get("FA2_VENV", ".venv")
 PY = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
@@ -34,6 +39,10 @@ def setup() -> None:
         # A CPU machine needs no CUDA build of several GB; a GPU machine keeps whatever torch it brings.
         sh(PY, "-m", "pip", "install", "-q", os.environ.get("FA2_TORCH", "torch==2.13.0"))
     sh(PY, "-m", "pip", "install", "-q", "-r", "requirements-dev.txt", "-e", ".")
+    triton = os.environ.get("FA2_TRITON")
+    if triton:
+        sh(PY, "-m", "pip", "install", "-q", "--upgrade", triton)
+    sh(PY, "-c", "import torch, triton; print('torch', torch.__version__, '| triton', triton.__version__)")
 
 
 def main() -> int:

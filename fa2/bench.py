@@ -5,7 +5,7 @@
     python -m fa2.bench --sweep headline --providers fa2,sdpa_flash --gqa 8
     python -m fa2.bench --sweep tiny                        # CPU: Triton interpreter vs SDPA's math backend
 
-Providers: ``fa2`` (``fa2.attention``), ``sdpa_flash`` (SDPA's FLASH backend: the FA2 kernels vendored in
+Providers: ``fa2`` (``fa2.attention``), ``fa2@v0`` ... ``fa2@v5`` (chapter 6's ladder, ``fa2.ladder``), ``sdpa_flash`` (SDPA's FLASH backend: the FA2 kernels vendored in
 PyTorch), ``sdpa_cudnn``, ``sdpa_efficient``, ``sdpa_math``, ``flash_attn`` (``flash_attn_func`` on
 (B, N, H, D) inputs, when importable) and ``flex`` (``torch.compile(flex_attention)``, CUDA only). The default
 is every provider that can run here: on the CPU only ``fa2`` and ``sdpa_math``.
@@ -13,11 +13,13 @@ is every provider that can run here: on the CPU only ``fa2`` and ``sdpa_math``.
 For every shape each provider's output is first compared with a reference (SDPA's FLASH backend on a GPU,
 fp64 on the CPU; so on a GPU ``sdpa_flash``'s own error is 0 by construction): ``rel_err`` =
 max|o - ref| / max|ref|; NaN or more than 2e-2 gives ``check=fail`` (the row is still timed). Then
-``triton.testing.do_bench(..., return_mode="median")`` times it while the calls rotate over independently
+``fa2.testing.time_ms`` times it (``do_bench``'s median) while the calls rotate over independently
 allocated input sets that together exceed twice the L2 cache. A provider that raises for a shape gets a
 row with ``check=error`` and the message in ``error``; the sweep goes on.
 
-Writes ``<out>/<name>.csv`` (one row per shape and provider, with the command that made it) and
+A GPU sweep refuses to start on a CPU (the interpreter would take hours); the CPU runs ``--sweep tiny``.
+Writes ``<out>/<name>.csv`` (default ``./bench-results/``; the book's committed numbers are written by naming
+``--out book/results``) (one row per shape and provider, with the command that made it) and
 ``<out>/<name>.png``, and prints one row per shape with TFLOP/s and fa2's ratio to each peer. Exits 1 when
 an output failed its check or ``fa2`` raised, else 0.
 """
@@ -28,9 +30,7 @@ import csv
 import itertools
 import math
 import shlex
-import statistics
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -43,15 +43,15 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from tqdm import tqdm
 
 import fa2
-from fa2 import runtime
+from fa2 import ladder, runtime
+from fa2._triton_compat import raise_recompile_limit
 from fa2.chapters.reference import attention_reference
-from fa2.testing import attention_tflops, make_qkv, rel_err
+from fa2.testing import attention_tflops, make_qkv, rel_err, rotation_size, time_ms
 
 COLUMNS = ["sweep", "provider", "label", "B", "H", "Hkv", "N_Q", "N_KV", "D", "dtype", "causal", "ms", "tflops",
            "rel_err", "check", "error", "device", "torch", "triton", "command"]
 MAX_REL_ERR = 2e-2                    # above this (or NaN) a provider's output is marked check=fail
 MAX_SHAPE_BYTES = 40 * 2**30          # sweeps skip shapes whose q + k + v + o exceed this
-MAX_INPUT_SETS = 64                   # the rotation never holds more input sets than this
 RATIO_PEERS = ("sdpa_flash", "flash_attn", "sdpa_cudnn", "sdpa_math")   # table columns fa2/<peer>, in order
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -92,7 +92,7 @@ def grid_sweep(bnhd, causals=(True, False), dtypes=("fp16", "bf16"), hkv=None):
 
 
 def reference_sweep(hkv=None):
-    """DESIGN.md's sweep: B∈{1,8,32} × N∈{512..16384} × D∈{64,128} × causal × dtype; H = 32 (D=128), 16 (D=64)."""
+    """The book's reference sweep: B∈{1,8,32} × N∈{512..16384} × D∈{64,128} × causal × dtype; H = 32 (D=128), 16 (D=64)."""
     bnhd = [(B, N, 32 if D == 128 else 16, D)
             for D in (128, 64) for B in (1, 8, 32) for N in (512, 2048, 8192, 16384)]
     return grid_sweep(bnhd, hkv=hkv)
@@ -114,6 +114,7 @@ def tiny_sweep(hkv=None):
     return grid_sweep([(1, 64, 2, 32), (1, 48, 2, 16)], hkv=hkv)
 
 
+CPU_SWEEPS = ("tiny",)                # what the interpreter can run in seconds
 SWEEPS = {"money": money_sweep, "reference": reference_sweep, "headline": headline_sweep, "tiny": tiny_sweep}
 
 
@@ -147,6 +148,12 @@ def build_flash_attn(shape):
     return lambda q, k, v: flash_attn_func(q, k, v, causal=shape.causal)
 
 
+def build_version(name):
+    """A rung of chapter 6's ladder (fa2.ladder), e.g. fa2@v3."""
+    run = ladder.version(name).run
+    return lambda shape: (lambda q, k, v: run(q, k, v, shape.causal)[0])
+
+
 _compiled_flex = None
 
 
@@ -155,12 +162,9 @@ def build_flex(shape):
     global _compiled_flex
     if runtime.DEVICE != "cuda":
         raise RuntimeError("flex_attention is benchmarked on CUDA only")
-    import torch._dynamo
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     if _compiled_flex is None:
-        config = torch._dynamo.config     # one compiled graph per shape: lift dynamo's recompile limit
-        knob = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
-        setattr(config, knob, max(getattr(config, knob), 512))
+        raise_recompile_limit()          # one compiled graph per shape
         _compiled_flex = torch.compile(flex_attention, dynamic=False)
     block_mask = None
     if shape.causal:
@@ -195,6 +199,8 @@ def all_providers():
         Provider("sdpa_math", "SDPA math", build_sdpa, sdpa_backend(SDPBackend.MATH)),
         Provider("flash_attn", f"flash-attn {version or '(not installed)'}", build_flash_attn, layout="bnhd"),
         Provider("flex", "FlexAttention (compiled)", build_flex),
+        *[Provider(f"fa2@{v.name}", f"fa2 {v.name} ({v.adds})", build_version(v.name))
+          for v in ladder.VERSIONS.values()],
     ]}
 
 
@@ -210,10 +216,7 @@ def default_providers():
 
 def input_sets(shape, generator):
     """Independent (q, k, v) sets, fresh N(0, 1): enough that together they exceed 2× the L2 (1 on the CPU)."""
-    count = 1
-    if runtime.DEVICE == "cuda":
-        l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 * 2**20)
-        count = min(MAX_INPUT_SETS, 2 * l2 // shape.nbytes(with_output=False) + 1)
+    count = rotation_size(shape.nbytes(with_output=False))
     return [make_qkv(shape.B, shape.H, shape.Hkv, shape.N, shape.N, shape.D, DTYPES[shape.dtype],
                      generator=generator) for _ in range(count)]
 
@@ -230,30 +233,6 @@ def reference_output(shape, q, k, v):
         except RuntimeError:
             continue
     return None
-
-
-def wallclock_median_ms(fn, warmup_ms, rep_ms):
-    """Median wall-clock ms of fn on the CPU, where do_bench has no driver to time with."""
-    start = time.perf_counter()
-    fn()
-    estimate_ms = max((time.perf_counter() - start) * 1e3, 1e-3)
-    for _ in range(max(1, round(warmup_ms / estimate_ms))):
-        fn()
-    times = []
-    for _ in range(max(3, round(rep_ms / estimate_ms))):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
-
-
-def time_ms(fn, sets, warmup_ms, rep_ms):
-    """Median ms per call of fn, each call on the next input set of the rotation."""
-    rotation = itertools.cycle(sets)
-    call = lambda: fn(*next(rotation))
-    if runtime.DEVICE != "cuda":
-        return wallclock_median_ms(call, warmup_ms, rep_ms)
-    return triton.testing.do_bench(call, warmup=warmup_ms, rep=rep_ms, return_mode="median")
 
 
 def to_layout(sets, layout):
@@ -460,7 +439,8 @@ def parse_args(argv):
                         help="named set of shapes (default: headline on a GPU, tiny on the CPU)")
     parser.add_argument("--providers", help=f"comma list from {','.join(all_providers())} "
                                             f"(default here: {','.join(default_providers())})")
-    parser.add_argument("--out", type=Path, default=Path("book/results"), help="output folder (default book/results)")
+    parser.add_argument("--out", type=Path, default=Path("bench-results"),
+                        help="output folder (default ./bench-results; the book's numbers live in book/results)")
     parser.add_argument("--name", help="file stem of the CSV and PNG (default: the sweep's name)")
     parser.add_argument("--warmup-ms", type=float, default=25.0, help="do_bench warm-up time per run (ms)")
     parser.add_argument("--rep-ms", type=float, default=100.0, help="do_bench timed repetition time per run (ms)")
@@ -470,6 +450,9 @@ def parse_args(argv):
     parser.add_argument("--from-csv", type=Path, metavar="CSV",
                         help="measure nothing: print the table and draw the plot of a CSV this CLI wrote")
     args = parser.parse_args(argv)
+    if runtime.DEVICE != "cuda" and not args.from_csv and args.sweep not in CPU_SWEEPS:
+        parser.error(f"the {args.sweep} sweep needs a GPU: here kernels run under the Triton interpreter, which "
+                     f"would take hours at these sizes; on a CPU run --sweep {' or '.join(CPU_SWEEPS)}")
     args.shapes = [s for s in SWEEPS[args.sweep](args.gqa)
                    if args.max_n is None or s.N <= args.max_n]
     if args.gqa is not None and (args.gqa < 1 or any(s.H % args.gqa for s in args.shapes)):

@@ -1,18 +1,29 @@
-"""One-line checks for the book and the tests: fresh random inputs in any layout, errors vs fp64 and SDPA.
+"""The project's one measuring harness: checks against fp64 and SDPA, one error metric, one timer.
 
     check_attention(my_attention, B=2, Hq=4, Hkv=2, Nq=37, Nk=70, D=32, dtype=torch.bfloat16, causal=True)
 
 draws new inputs, runs ``my_attention(q, k, v, causal=..., scale=...) -> o`` (or ``(o, lse)``) and asserts that
 the output is finite, close to the fp64 reference (atol = rtol = 1e-2), and no more than twice as far from it
 as SDPA is on the same inputs.
+
+    ms = time_ms(fn, inputs=[(q, k, v), ...])               # median ms per call, input sets rotated past L2
+
+``rel_err`` (max |x - ref| / max |ref|) is the error every check, the autotuner and the benchmark report.
+Everything that times a kernel -- chapters, autotune, ``python -m fa2.bench``, the GPU scripts -- calls
+``time_ms``.
 """
 
 
 import importlib.util
 import inspect
 import itertools
+import statistics
 import tempfile
+import time
 from pathlib import Path
+
+import triton
+import triton.testing
 
 import torch
 import torch.nn.functional as F
@@ -86,6 +97,52 @@ def check_attention(fn, B=2, Hq=4, Hkv=None, Nq=64, Nk=None, D=32, dtype=torch.f
     return result
 
 
+MAX_INPUT_SETS = 64                   # a rotation never holds more input sets than this
+
+
+def rotation_size(set_bytes):
+    """How many independent input sets of `set_bytes` together exceed twice the L2 cache (1 on the CPU)."""
+    if runtime.DEVICE != "cuda":
+        return 1
+    l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 * 2**20)
+    return int(min(MAX_INPUT_SETS, 2 * l2 // max(1, set_bytes) + 1))
+
+
+def _wallclock_median_ms(fn, warmup_ms, rep_ms):
+    """Median wall-clock ms of fn on the CPU, where there is no GPU timer."""
+    start = time.perf_counter()
+    fn()
+    estimate_ms = max((time.perf_counter() - start) * 1e3, 1e-3)
+    for _ in range(max(1, round(warmup_ms / estimate_ms))):
+        fn()
+    times = []
+    for _ in range(max(3, round(rep_ms / estimate_ms))):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def time_ms(fn, inputs=None, warmup_ms=25.0, rep_ms=100.0, cuda_graph=False):
+    """Median ms per call of ``fn(*inputs[i])``, each call on the next input set (or ``fn()`` if no inputs).
+
+    On a GPU: ``triton.testing.do_bench`` (it clears the L2 between calls; rotating input sets that exceed
+    the L2 keeps a provider from reading its inputs from the cache), host time included, as a caller sees it.
+    ``cuda_graph=True`` replays the calls from a CUDA graph (``do_bench_cudagraph``): GPU time only, for short
+    calls where host time would hide the kernel's. On the CPU: wall-clock median."""
+    if inputs is None:
+        call = fn
+    else:
+        rotation = itertools.cycle(inputs)
+        call = lambda: fn(*next(rotation))
+    if runtime.DEVICE != "cuda":
+        return _wallclock_median_ms(call, warmup_ms, rep_ms)
+    if cuda_graph:
+        with torch.cuda.stream(torch.cuda.Stream()):
+            return triton.testing.do_bench_cudagraph(call, rep=rep_ms, return_mode="median")
+    return triton.testing.do_bench(call, warmup=warmup_ms, rep=rep_ms, return_mode="median")
+
+
 def attention_tflops(B, H, Nq, Nk, D, causal, ms):
     """FLOPs = 4·B·H·Nq·Nk·D (two matmuls), halved when causal (the FlashAttention papers' convention)."""
     flops = 4 * B * H * Nq * Nk * D * (0.5 if causal else 1.0)
@@ -116,4 +173,4 @@ def mutant(module, edits):
     return copy
 
 
-__all__ = ["mutant", "make_qkv", "sdpa_reference", "rel_err", "check_attention", "attention_tflops", "LAYOUTS"]
+__all__ = ["mutant", "time_ms", "rotation_size", "make_qkv", "sdpa_reference", "rel_err", "check_attention", "attention_tflops", "LAYOUTS"]

@@ -1,4 +1,4 @@
-"""Tune and ship configs: `python -m fa2.tune` writes fa2/configs/<GPU name>.json on the GPU it runs on.
+"""Tune and ship configs (needs a CUDA GPU): `python -m fa2.tune` writes fa2/configs/<GPU name>.json there.
 
 For every tuning key of the reference sweep (head dim, dtype, mask, length bucket) it checks each pruned
 candidate against the chapter-5 kernel on the same inputs, times the ones that pass, and keeps the fastest.
@@ -31,13 +31,15 @@ def tuning_cases(head_dims=(64, 128)):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m fa2.tune", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m fa2.tune", description=__doc__.splitlines()[0],
+                                     epilog="Needs a CUDA GPU: tuning times kernels on the GPU it will ship for.")
     parser.add_argument("--kernel", choices=["fast", "generic"], default=None,
                         help="default: fast on sm_90+, generic elsewhere")
     parser.add_argument("--out", default=None, help="output JSON (default fa2/configs/<GPU name>.json)")
     args = parser.parse_args(argv)
     if runtime.DEVICE != "cuda":
-        print("fa2.tune needs a GPU", file=sys.stderr)
+        print("fa2.tune needs a CUDA GPU: it times candidate configs on the GPU whose table it writes; "
+              "this machine runs kernels under the Triton interpreter", file=sys.stderr)
         return 2
     name = torch.cuda.get_device_name()
     kernel = args.kernel or ("fast" if torch.cuda.get_device_capability()[0] >= 9 else "generic")

@@ -74,13 +74,39 @@ def test_broken_wrong_and_bnhd_providers(tmp_path, monkeypatch):
     peers.update(broken=bench.Provider("broken", "Broken", broken), wrong=bench.Provider("wrong", "Wrong", wrong),
                  bnhd=bench.Provider("bnhd", "BNHD", bnhd, layout="bnhd"))
     monkeypatch.setattr(bench, "all_providers", lambda: peers)
-    argv = ["--sweep", "money", "--out", str(tmp_path), "--providers", "bnhd,broken,wrong", "--no-plot", *FAST]
-    monkeypatch.setitem(bench.SWEEPS, "money", lambda hkv=None: bench.tiny_sweep(hkv)[:1])   # one small shape
+    argv = ["--sweep", "one", "--out", str(tmp_path), "--providers", "bnhd,broken,wrong", "--no-plot", *FAST]
+    monkeypatch.setitem(bench.SWEEPS, "one", lambda hkv=None: bench.tiny_sweep(hkv)[:1])   # one small shape
+    monkeypatch.setattr(bench, "CPU_SWEEPS", ("tiny", "one"))
     assert bench.main(argv) == 1                                                    # a wrong output fails the run
-    _, rows = read_rows(tmp_path / "money.csv")
+    _, rows = read_rows(tmp_path / "one.csv")
     by_provider = {r["provider"]: r for r in rows}
     assert by_provider["bnhd"]["check"] == "ok" and float(by_provider["bnhd"]["rel_err"]) < 1e-2
     assert by_provider["broken"]["check"] == "error" and by_provider["broken"]["tflops"] == ""
     assert by_provider["broken"]["error"] == "RuntimeError: no kernel for this shape"
     assert by_provider["wrong"]["check"] == "fail" and by_provider["wrong"]["rel_err"] == "nan"
-    assert not (tmp_path / "money.png").exists()
+    assert not (tmp_path / "one.png").exists()
+
+
+def test_gpu_sweep_on_cpu_stops_with_a_message_and_touches_nothing(tmp_path, capsys):
+    import pytest
+    from fa2 import runtime
+    if runtime.DEVICE == "cuda":
+        pytest.skip("a GPU runs every sweep")
+    with pytest.raises(SystemExit) as stop:
+        bench.main(["--sweep", "money", "--out", str(tmp_path)])
+    assert stop.value.code == 2
+    assert "needs a GPU" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_default_output_is_not_the_books_results():
+    args = bench.parse_args(["--sweep", "tiny"])
+    assert args.out.name == "bench-results" and "book" not in args.out.parts
+
+
+def test_ladder_versions_are_providers(tmp_path):
+    argv = ["--sweep", "tiny", "--out", str(tmp_path), "--providers", "fa2@v0,fa2@v3,fa2", *FAST, "--no-plot"]
+    assert bench.main(argv) == 0
+    _, rows = read_rows(tmp_path / "tiny.csv")
+    assert {r["provider"] for r in rows} == {"fa2@v0", "fa2@v3", "fa2"}
+    assert all(r["check"] == "ok" for r in rows)

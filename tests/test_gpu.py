@@ -4,9 +4,7 @@ dispatch, no autotune, launch plans.
 The sweep writes its summary to $FA2_SWEEP_CSV (default book/results/gpu_correctness_sweep.csv)."""
 import csv
 import itertools
-import math
 import os
-import sys
 from pathlib import Path
 
 import pytest

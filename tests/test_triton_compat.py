@@ -3,6 +3,8 @@ import ast
 import inspect
 from types import SimpleNamespace
 
+import pytest
+import torch
 import triton
 from triton.runtime.jit import JITFunction
 
@@ -68,3 +70,40 @@ assert len(calls) == 1
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_encoded_descriptor_launch_passes_what_tritons_wrapper_would(monkeypatch):
+    """EncodedDescriptors reaches past Triton's descriptor wrapper (triton.backends.nvidia.driver); with the
+    installed Triton, its arguments to the wrapped launch function must equal the wrapper's, call for call."""
+    from types import SimpleNamespace
+
+    from triton.backends.nvidia import driver as nvidia_driver
+
+    import triton
+    if not triton.__version__.startswith(compat.PINNED_VERSIONS):    # unpinned: the plain launch path only
+        assert compat.EncodedDescriptors.build(None, []) is None
+        pytest.skip(f"triton {triton.__version__} is not pinned for encoded descriptors")
+    _triton_compat, EncodedDescriptors, HostDescriptor = compat, compat.EncodedDescriptors, compat.HostDescriptor
+    encode = lambda desc, meta: [("map", desc.base.data_ptr(), meta["swizzle"]), *desc.shape, *desc.strides]
+    monkeypatch.setattr(nvidia_driver, "make_tensordesc_arg", encode)
+    calls = []
+    signature = {i: "tensordesc<fp16[1,1,64,32]>" for i in range(4)} | {4: "*fp32", 5: "i32", 6: "constexpr"}
+    metadata = [dict(swizzle=128 + i) for i in range(4)]
+    wrapper = nvidia_driver.wrap_handle_tensordesc(lambda *args: calls.append(args), signature, metadata)
+    launcher = SimpleNamespace(launch=wrapper, global_scratch_size=0, profile_scratch_size=0,
+                               launch_cooperative_grid=False, launch_pdl=False)
+    compiled = SimpleNamespace(run=launcher, packed_metadata=("packed",), function=1234)
+    tensors = [torch.empty(1, 2, 64, 32, dtype=torch.float16) for _ in range(4)]
+    layouts = [([1, 2, 64, 32], [4096, 2048, 32, 1], [1, 1, 64, 32], "zero")] * 4
+    monkeypatch.setattr(_triton_compat, "direct_launch_allowed", lambda: True)   # as on a GPU with this Triton
+    encoded = EncodedDescriptors.build(compiled, layouts)
+    monkeypatch.setattr(_triton_compat, "_current_stream", lambda device: 99)
+    lean = SimpleNamespace(grid=(1, 2, 1), device=0, compiled=compiled)      # what launch reads of a LeanLaunch
+    assert encoded, "the installed Triton's descriptor wrapper no longer looks as EncodedDescriptors expects"
+    lse, scalars = torch.empty(2, 64), (7, True)
+    for _ in range(2):                                # miss, then hit: the same arguments both times
+        wrapper(1, 2, 1, 99, 1234, False, False, None, None, ("packed",), None, None, None,
+                *[HostDescriptor(t, layout) for t, layout in zip(tensors, layouts)], lse, *scalars)
+        encoded.launch(lean, tensors, (lse, *scalars))
+        assert len(calls) == 2 and calls[0] == calls[1]
+        calls.clear()

@@ -1,10 +1,8 @@
 #!/bin/bash
 # On the GPU machine: execute every chapter in place, then the benchmark sweeps. Results under $OUT.
 set -o pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1 \
-  && python3 -m ipykernel install --user --name python3 >/dev/null || exit 1
-python3 .ci/gpu/execute_notebooks.py "$@" 2>&1 | tee $OUT/notebooks.log
+source gpu/env.sh || exit 1
+python3 gpu/execute_notebooks.py "$@" 2>&1 | tee $OUT/notebooks.log
 tar czf $OUT/notebooks.tgz book/*.ipynb book/results
 for sweep in ${SWEEPS:-money headline reference}; do
   # reference: every provider but flex (torch.compile per shape would take most of the call's time)

@@ -1,6 +1,6 @@
 """Execute every chapter in place on the GPU machine so the book stores real GPU outputs.
 
-Run from the project root on the GPU machine (see .ci/gpu/README.md for the wheel set-up); exits non-zero if
+Run from the project root on the GPU machine (see gpu/README.md for the wheel set-up); exits non-zero if
 any cell fails, which is the same check nbval makes."""
 import sys
 import time

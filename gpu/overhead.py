@@ -1,11 +1,11 @@
 """Where a small call's time goes (device tool): host time per call, timed call, and GPU-only time of each layer.
 
-    python3 .ci/gpu/overhead.py OUT_DIR [--no-configs]
+    python3 gpu/overhead.py OUT_DIR [--no-configs]
 
 For each shape (bf16): `fa2.attention` as shipped, its launch plan forced to host-side and to device-side TMA
 descriptors, and SDPA's FLASH and cuDNN backends. Columns: `wall_us` = host time per call in a loop of calls (the GPU is faster than the host at these
-shapes, so this is the host's cost), `bench_us` = what `python -m fa2.bench` measures (do_bench median over
-rotated input sets), `gpu_us` = do_bench_cudagraph median (the launches captured in a CUDA graph: GPU time only).
+shapes, so this is the host's cost), `bench_us` = what `python -m fa2.bench` measures (fa2.testing.time_ms over
+rotated input sets), `gpu_us` = `time_ms(..., cuda_graph=True)` (the launches captured in a CUDA graph: GPU time only).
 Every fa2 output is checked against SDPA FLASH first. Writes OUT_DIR/overhead.csv, then OUT_DIR/small_configs.csv:
 the GPU-only time of several configs at shapes whose grid has fewer programs than the GPU has SMs.
 """
@@ -15,13 +15,14 @@ import sys
 import time
 
 import torch
-import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import fa2
-from fa2 import api
-from fa2.bench import Shape, input_sets, time_ms
+from fa2 import plan as plans
+from fa2.bench import Shape, input_sets
+from fa2.dispatch import select_config
 from fa2.plan import FastPlan
+from fa2.testing import rel_err, time_ms
 
 F = torch.nn.functional
 SHAPES = [(1, 16, 512, 64), (1, 32, 512, 128), (8, 16, 512, 64), (8, 32, 512, 128), (1, 16, 2048, 64),
@@ -69,17 +70,17 @@ def main(out, configs=True):
                 if isinstance(what, SDPBackend):
                     call = lambda q, k, v, b=what: sdpa(b)(q, k, v, causal)
                 elif what == "api":
-                    api._PLANS.clear()
+                    plans.PLANS.clear()
                     call = lambda q, k, v: fa2.attention(q, k, v, causal=causal)
                 else:                                 # the config fa2.attention chooses, descriptors forced
-                    cfg = api._fill_the_gpu(api._config("fast", q, k, v, causal, 1 / math.sqrt(D)), q)
+                    cfg = select_config("fast", q, k, v, causal, 1 / math.sqrt(D))
                     plan = FastPlan(q, k, v, causal, 1 / math.sqrt(D), cfg, host_desc=what)
                     call = lambda q, k, v, plan=plan: plan(q, k, v)[0]
                 out_ = call(q, k, v)
-                err = ((out_.float() - ref.float()).norm() / ref.float().norm()).item()
+                err = rel_err(out_, ref)
                 assert math.isfinite(err) and err < 1e-2, (name, shape, err)
                 if what == "api":
-                    plan = next(iter(api._PLANS.values()))
+                    plan = next(iter(plans.PLANS.values()))
                 if not isinstance(what, SDPBackend):
                     direct = getattr(getattr(plan, "launch", None), "compiled", None) is not None
                 else:
@@ -87,8 +88,7 @@ def main(out, configs=True):
                 row = dict(B=B, H=H, N=N, D=D, causal=int(causal), provider=name,
                            wall_us=round(wall_us(lambda: call(q, k, v)), 1),
                            bench_us=round(time_ms(call, sets, 25, 100) * 1e3, 1),
-                           gpu_us=round(triton.testing.do_bench_cudagraph(lambda: call(q, k, v), rep=30,
-                                                                          return_mode="median") * 1e3, 1),
+                           gpu_us=round(time_ms(call, [(q, k, v)], rep_ms=30, cuda_graph=True) * 1e3, 1),
                            rel_err_vs_flash=f"{err:.1e}", direct_launch=direct)
                 rows.append(row)
                 print(" ".join(f"{v_}" for v_ in row.values()), flush=True)
@@ -100,15 +100,15 @@ def main(out, configs=True):
     for (B, H, N, D) in SMALL:
         for causal in (True, False):
             q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-            chosen = api._fill_the_gpu(api._config("fast", q, k, v, causal, 1 / math.sqrt(D)), q)
+            chosen = select_config("fast", q, k, v, causal, 1 / math.sqrt(D))
             for cfg in CONFIGS:
                 for host_desc in (True, False):
                     plan = FastPlan(q, k, v, causal, 1 / math.sqrt(D), cfg, host_desc)
                     o = plan(q, k, v)[0]
                     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
                         ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                    assert ((o.float() - ref.float()).norm() / ref.float().norm()).item() < 1e-2, (cfg, B, N)
-                    us = triton.testing.do_bench_cudagraph(lambda: plan(q, k, v), rep=30, return_mode="median") * 1e3
+                    assert rel_err(o, ref) < 1e-2, (cfg, B, N)
+                    us = time_ms(plan, [(q, k, v)], rep_ms=30, cuda_graph=True) * 1e3
                     rows.append(dict(B=B, H=H, N=N, D=D, causal=int(causal), host_desc=int(host_desc),
                                      **cfg, gpu_us=round(us, 1), shipped=int(all(chosen.get(a) == b for a, b in cfg.items()))))
                     print(" ".join(f"{v_}" for v_ in rows[-1].values()), flush=True)

@@ -1,8 +1,7 @@
 #!/bin/bash
 # On the GPU machine: tune and ship configs, then run every test there. Results under $OUT.
 set -o pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1 || exit 1
+source gpu/env.sh || exit 1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee $OUT/gpu.txt
 if [ "${SKIP_TUNE:-0}" != 1 ]; then
   python3 -m fa2.tune 2>&1 | grep -v Warning | tee $OUT/tune.log || exit 1

@@ -1,18 +1,17 @@
 """GPU exploration (device tool): correctness + timing of chapter-6 configs and chapter-5 configs vs peers.
 Writes $OUT/explore.csv; prints the best config per shape with its ratio to SDPA's FLASH backend."""
-import csv, itertools, os, sys, time, traceback
-import torch, triton
-import fa2.runtime
+import csv, os, time
+import torch
 from fa2.chapters.fast import attention_fast
 from fa2.chapters.forward import attention_forward
-from fa2.testing import attention_tflops
+from fa2.testing import attention_tflops, rel_err, time_ms
 from torch.nn.attention import sdpa_kernel, SDPBackend
 F = torch.nn.functional
 OUT = os.environ.get("OUT", "/tmp")
 t0 = time.time()
 
 def bench(fn):
-    return triton.testing.do_bench(fn, warmup=25, rep=120, return_mode="median")
+    return time_ms(fn, warmup_ms=25, rep_ms=120)
 
 def sdpa(backend, q, k, v, causal):
     with sdpa_kernel(backend):
@@ -38,7 +37,7 @@ for (B, H, N, D) in shapes:
         ref = sdpa(SDPBackend.FLASH_ATTENTION, q, k, v, causal)
         def ok(o):
             if not torch.isfinite(o).all(): return "nan"
-            err = ((o.float() - ref.float()).norm() / ref.float().norm()).item()
+            err = rel_err(o, ref)
             return "ok" if err < 1e-2 else f"bad {err:.1e}"
         base = dict(B=B, H=H, N=N, D=D, causal=int(causal))
         peers = {}

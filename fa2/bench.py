@@ -373,7 +373,7 @@ PROVIDER_COLORS = {"fa2": "#d62728", "sdpa_flash": "#1f77b4", "flash_attn": "#17
 
 
 def plot_panel(ax, groups, names, peer):
-    """One panel: a group of bars per shape, one bar per provider, fa2's ratio to peer above each group."""
+    """One panel: a group of bars per shape, one bar per provider, fa2's ratio to peer above fa2's bar."""
     bar = 0.8 / len(names)
     for x, (shape, row) in enumerate(groups):
         for i, name in enumerate(names):
@@ -382,10 +382,11 @@ def plot_panel(ax, groups, names, peer):
                        color=PROVIDER_COLORS.get(name), hatch="//" if row[name]["check"] == "fail" else None,
                        label=row[name]["label"])
         r = ratio(row["fa2"], row[peer]) if peer else None
-        if r is not None:
-            top = max(float(row[n]["tflops"]) for n in names if row[n]["check"] != "error")
-            ax.annotate(f"{truncated(r, 2)}×", (x, top), xytext=(0, 3), textcoords="offset points", ha="center",
-                        fontsize=9, fontweight="bold")
+        if r is not None:                     # on fa2's own bar: the label is fa2's ratio to the peer
+            fa2_x = x + (names.index("fa2") - (len(names) - 1) / 2) * bar
+            ax.annotate(f"{truncated(r, 2)}×", (fa2_x, float(row["fa2"]["tflops"])), xytext=(0, 3),
+                        textcoords="offset points", ha="center", fontsize=8, fontweight="bold",
+                        color=PROVIDER_COLORS["fa2"])
     ax.set_xticks(range(len(groups)), [f"B={s.B} H={s.H if s.H == s.Hkv else f'{s.H}/{s.Hkv}'}\nN={s.N}"
                                        for s, _ in groups], fontsize=9)
     ax.set_ylabel("TFLOP/s")
@@ -420,7 +421,7 @@ def plot(rows, names, path, sweep):
         for handle, label in zip(*ax.get_legend_handles_labels()):
             legend.setdefault(label, handle)
     dtypes = "/".join(sorted({row["dtype"] for row in rows}))
-    ratio_note = f"; above the bars: fa2 / {all_providers()[peer].label}" if peer else ""
+    ratio_note = f"; above fa2's bars: fa2 / {all_providers()[peer].label}" if peer else ""
     fig.suptitle(f"Attention forward, {sweep} sweep: TFLOP/s on {rows[0]['device']} ({dtypes}){ratio_note}",
                  y=1 - 0.2 / height, fontsize=13)
     fig.legend(legend.values(), legend.keys(), loc="upper center", ncol=min(len(legend), 4), frameon=False,

@@ -35,9 +35,33 @@ def test_strided_inputs(layout):
     check_attention(api, 2, 4, 2, 33, 40, 32, torch.bfloat16, True, layout=layout)
 
 
-@pytest.mark.parametrize("D", [8, 24, 48, 80, 128, 256])
-def test_head_dims_padded_or_native(D):
-    check_attention(api, 1, 2, 1, 20, 20, D, torch.float16, True)
+@pytest.mark.parametrize("D", [1, 8, 24, 40, 48, 72, 80, 96, 128, 160, 192, 200, 256])
+def test_every_head_dim_natively(D):
+    check_attention(api, 1, 2, 1, 20, 37, D, torch.float16, True)
+
+
+@pytest.mark.parametrize("kernel", ["generic", "fast"])
+@pytest.mark.parametrize("D", [80, 96, 160, 192])
+def test_non_power_of_two_head_dims_with_tails_and_gqa(kernel, D):
+    fn = attention_forward if kernel == "generic" else (lambda q, k, v, causal, scale: attention_fast(
+        q, k, v, causal, scale, host_desc=True))
+    check_attention(fn, 1, 4, 2, 33, 45, D, torch.bfloat16, True)
+
+
+def test_non_power_of_two_head_dim_makes_no_copy_of_the_inputs(monkeypatch):
+    """D = 80 runs a 128-wide tile with masked (zero-filled) columns: no padded copy of q, k or v."""
+    q, k, v = (torch.randn(1, 2, 40, 80, dtype=torch.bfloat16, device=runtime.DEVICE) for _ in range(3))
+    fail = lambda *a, **kw: pytest.fail("an input was copied")
+    monkeypatch.setattr(torch.nn.functional, "pad", fail)
+    monkeypatch.setattr(torch.Tensor, "contiguous", fail)
+    monkeypatch.setattr(torch.Tensor, "clone", fail)
+    allocated = []
+    real_empty, real_empty_like = torch.empty, torch.empty_like
+    monkeypatch.setattr(torch, "empty_like", lambda t, **kw: allocated.append(tuple(t.shape)) or real_empty_like(t, **kw))
+    monkeypatch.setattr(torch, "empty", lambda *a, **kw: allocated.append(a) or real_empty(*a, **kw))
+    o = fa2.attention(q, k, v, causal=True)
+    assert o.shape == q.shape
+    assert all(80 in shape or len(shape) == 3 for shape in allocated), allocated   # o (…, 80) and lse
 
 
 def test_custom_scale():

@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from fa2 import runtime
+from fa2.chapters.kv_loop import block_d
 from fa2.testing import rel_err, time_ms
 
 # Hopper kernel (fa2.chapters.fast) and generic kernel (fa2.chapters.forward) candidates. Each is checked before it is timed.
@@ -64,9 +65,12 @@ def length_bucket(n):
 
 
 def tuning_key(kernel, q, k, causal):
-    """What a tuned config depends on: kernel, head dim, dtype, mask, and the two length buckets."""
+    """What a tuned config depends on: kernel, tile width, dtype, mask, and the two length buckets.
+
+    The tile width is BLOCK_D (chapter 4): a head dim of 80 or 96 runs 128-wide tiles, with the registers
+    and shared memory of D = 128, so it shares D = 128's configs."""
     dtype = {torch.float16: "fp16", torch.bfloat16: "bf16"}[q.dtype]
-    return (f"{kernel}/D{q.shape[-1]}/{dtype}/{'causal' if causal else 'full'}/"
+    return (f"{kernel}/D{block_d(q.shape[-1])}/{dtype}/{'causal' if causal else 'full'}/"
             f"q{length_bucket(q.shape[2])}/k{length_bucket(k.shape[2])}")
 
 

@@ -322,6 +322,20 @@ def truncated(x, decimals=3):
     return f"{math.floor(x * 10**decimals) / 10**decimals:.{decimals}f}"
 
 
+def summarize(rows, peer, threshold=1.2):
+    """fa2's TFLOP/s ratio to `peer` over the shapes of a run: geometric mean, min, max, how many reach
+    `threshold`, and the shapes below it (Shape, ratio), slowest first."""
+    pairs = [(Shape(*key), ratio(row["fa2"], row[peer])) for key, row in by_shape(rows).items()
+             if "fa2" in row and peer in row]
+    pairs = [(shape, r) for shape, r in pairs if r is not None]
+    if not pairs:
+        return None
+    values = [r for _, r in pairs]
+    return dict(n=len(values), geomean=math.exp(sum(map(math.log, values)) / len(values)), min=min(values),
+                max=max(values), at_least=sum(r >= threshold for r in values), threshold=threshold,
+                below=sorted([(s, r) for s, r in pairs if r < threshold], key=lambda p: p[1]))
+
+
 def tflops_cell(row):
     """A table cell: TFLOP/s, '!' appended when the output failed its check, '?' when unchecked, 'err' if it raised."""
     if row["check"] == "error":

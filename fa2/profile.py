@@ -59,7 +59,7 @@ STUDY_CONFIGS = [  # chapter 6's kept and pruned configs (prune("fast", ..., 128
     dict(BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=2),    # kept: the default
     dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2),   # kept
     dict(BLOCK_M=128, BLOCK_N=128, num_warps=4, num_stages=2),   # pruned: 128×128 scores over 4 warps
-    dict(BLOCK_M=256, BLOCK_N=64, num_warps=4, num_stages=2),    # pruned: accumulator > 128 registers
+    dict(BLOCK_M=256, BLOCK_N=32, num_warps=4, num_stages=2),    # pruned: accumulator > 128 registers
     dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=4),   # pruned: over the shared-memory limit
 ]
 DECODE_SHAPE = dict(B=1, H=32, Hkv=8, N_Q=1, N_KV=32768, D=128)   # one query token, GQA 32 -> 8, 32k cache
@@ -322,22 +322,52 @@ def parse_ncu_csv(text):
     return list(launches.values())
 
 
-def ncu_profile(ncu, case, metrics, report, timeout_s):
-    """Profile one case under ncu into `report`(.ncu-rep) -> (launches as parse_ncu_csv gives them, error or '')."""
+def measurements(launch):
+    """[(raw metric name, unit, value)] of one parsed launch, without ncu's device facts."""
+    return [(name, unit, value) for name, (unit, value) in launch["metrics"].items()
+            if not name.startswith(DROPPED_PREFIXES)]
+
+
+def ncu_command(ncu, case, metrics, report):
+    """The ncu command line that profiles one case into `report`.ncu-rep."""
     sections = [arg for s in SECTIONS for arg in ("--section", s)]
-    command = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all",
-               *sections, *(["--metrics", ",".join(metrics)] if metrics else []), "--force-overwrite",
-               "--export", str(report), sys.executable, "-m", "fa2.profile", "--target", json.dumps(asdict(case))]
-    print("  $ " + shlex.join(command), flush=True)
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        return [], f"ncu timed out after {timeout_s:.0f} s"
-    messages = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
-    print("\n".join("    " + line for line in messages[-12:]), flush=True)
+    return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all",
+            *sections, *(["--metrics", ",".join(metrics)] if metrics else []), "--force-overwrite",
+            "--export", str(report), sys.executable, "-m", "fa2.profile", "--target", json.dumps(asdict(case))]
+
+
+def rejected_metrics(metrics, output):
+    """The requested metrics ncu refused (named in its error output); all of them if it names none."""
+    if "metric" not in output.lower():
+        return []
+    return [m for m in metrics if m in output] or list(metrics)
+
+
+def ncu_profile(ncu, case, metrics, report, deadline):
+    """Profile one case under ncu -> (launches as parse_ncu_csv gives them, error text or '').
+
+    Metrics this ncu refuses are removed from `metrics` (so later cases skip them too) and the case runs
+    once more with the sections and the rest."""
     path = report.with_name(report.name + ".ncu-rep")
-    if done.returncode != 0 or not path.exists():
-        return [], f"ncu exited {done.returncode}: " + (messages[-1] if messages else "no output")
+    for attempt in range(2):
+        command = ncu_command(ncu, case, metrics, report)
+        print("  $ " + shlex.join(command), flush=True)
+        try:
+            done = subprocess.run(command, capture_output=True, text=True,
+                                  timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            return [], "ncu timed out (the case's 90 s or the rest of --budget-s)"
+        output = done.stdout + done.stderr
+        messages = [line for line in output.splitlines() if line.strip()]
+        print("\n".join("    " + line for line in messages[-12:]), flush=True)
+        if done.returncode == 0 and path.exists():
+            break
+        rejected = rejected_metrics(metrics, output)
+        if attempt == 1 or not rejected:
+            return [], f"ncu exited {done.returncode}: " + (messages[-1] if messages else "no output")
+        print(f"  ncu refused {', '.join(rejected)}: dropped, running again", flush=True)
+        for name in rejected:
+            metrics.remove(name)
     for units in (["--print-units", "base"], []):  # base units (byte, nsecond); older ncu lacks the option
         export = subprocess.run([ncu, "--import", str(path), "--csv", "--page", "raw", *units],
                                 capture_output=True, text=True, timeout=120)
@@ -497,12 +527,14 @@ def main(argv=None):
     writers = {"kernels": metrics_csv, "decode": metrics_csv}
     if "configs" in args.studies:
         writers["configs"] = Writer(args.out / "profile_configs.csv", args.command)
-    failed = set()
+    failed, unlaunchable = set(), set()
     for case in cases:
         print(f"timing {case.name()}", flush=True)
         try:
             for source, metric, unit, value in time_case(case, args.warmup_ms, args.rep_ms):
                 writers[case.study].write(case, source, metric, unit, value)
+                if metric.startswith("triton.required_"):             # over a limit: nothing to profile
+                    unlaunchable.add(case)
         except Exception as error:   # a backend that cannot run here, a missing fa2.decode: record, go on
             message = f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
             print(f"  error: {message}", flush=True)
@@ -522,22 +554,21 @@ def main(argv=None):
         with tempfile.TemporaryDirectory() as folder:
             for number, case in enumerate(cases):
                 left = args.budget_s - (time.monotonic() - started)
-                if case in failed:
+                if case in failed or case in unlaunchable:
                     continue
                 if left < 15:
                     writers[case.study].write(case, "error", "error", "", "ncu: skipped, --budget-s spent")
                     continue
                 print(f"ncu {case.name()} ({left:.0f} s of the budget left)", flush=True)
                 launches, error = ncu_profile(ncu, case, metrics, Path(folder) / f"case{number}",
-                                              timeout_s=min(90.0, left))
+                                              deadline=time.monotonic() + min(90.0, left))
                 if error:
                     writers[case.study].write(case, "error", "error", "", error)
                     failed.add(case)
                 for launch in launches:
-                    for name, (unit, value) in launch["metrics"].items():
-                        if not name.startswith(DROPPED_PREFIXES):
-                            writers[case.study].write(case, "ncu", name, unit, value, launch["launch"],
-                                                      launch["kernel"][:200])
+                    for name, unit, value in measurements(launch):
+                        writers[case.study].write(case, "ncu", name, unit, value, launch["launch"],
+                                                  launch["kernel"][:200])
     for writer in set(writers.values()):
         writer.close()
     results = read_results(args.out / "profile_metrics.csv")

@@ -178,6 +178,8 @@ def compiler_report(case, q, k, v):
 
     ``n_spills`` is the driver's local memory a thread (CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES) over 4; a
     config over the shared-memory limit fails to load, and Triton's error says how much it required."""
+    from triton.runtime.errors import OutOfResources
+
     from fa2.chapters.fast import _fa2_fast_kernel, fast_launch
     o = torch.empty_like(q)
     lse = torch.empty(case.B, case.H, case.N_Q, device=q.device, dtype=torch.float32)
@@ -186,7 +188,7 @@ def compiler_report(case, q, k, v):
     try:
         compiled = _fa2_fast_kernel[grid](*args, **options)
         compiled = compiled.result() if hasattr(compiled, "result") else compiled   # async compilation
-    except triton.runtime.errors.OutOfResources as error:
+    except OutOfResources as error:
         return [(f"triton.required_{error.name.replace(' ', '_')}", "byte", error.required),
                 (f"triton.limit_{error.name.replace(' ', '_')}", "byte", error.limit)]
     return [("triton.n_regs", "register/thread", compiled.n_regs),

@@ -2,19 +2,23 @@
 # Edit the notebook's `#| export` cells, then run `python -m fa2.export`.
 
 # %% book/08_profiling.ipynb · cell 12
-"""Chapter 8: reading Nsight Compute -- the metrics the chapter uses, warp-stall shares, the checklist."""
+"""Chapter 8: reading Nsight Compute -- metrics, warp-stall shares, the checklist."""
 import re
 from dataclasses import dataclass
 
-# What the chapter reads, and the raw ncu metric names that measure it, best first. `python -m fa2.profile`
-# asks ncu for every name the installed ncu knows; `pick` reads the first one a profile holds.
+# What the chapter reads, and the raw ncu metric names that measure it, best first.
+# `python -m fa2.profile` asks ncu for every name the installed ncu knows; `pick` reads
+# the first one a profile holds.
 METRICS = {
     "duration_ns": ["gpu__time_duration.sum"],
     "sm_throughput_pct": ["sm__throughput.avg.pct_of_peak_sustained_elapsed"],
-    # tensor pipes: Hopper's wgmma has a counter of its own (gmma); Ampere's mma.sync counts as hmma
-    "tensor_wgmma_pct": ["sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active"],
-    "tensor_mma_pct": ["sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"],
-    "tensor_any_pct": ["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"],
+    # tensor pipes: Hopper's wgmma has a counter of its own (gmma), mma.sync has hmma
+    "tensor_wgmma_pct":
+        ["sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active"],
+    "tensor_mma_pct":
+        ["sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"],
+    "tensor_any_pct":
+        ["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"],
     "wgmma_instructions": ["sm__inst_executed_pipe_tensor_op_gmma.sum"],
     "mma_instructions": ["sm__inst_executed_pipe_tensor_op_hmma.sum"],
     "achieved_occupancy_pct": ["sm__warps_active.avg.pct_of_peak_sustained_active"],
@@ -29,21 +33,23 @@ METRICS = {
     "sm_clock_hz": ["sm__cycles_elapsed.avg.per_second"],
 }
 TENSOR_PIPES = ("tensor_wgmma_pct", "tensor_mma_pct", "tensor_any_pct")
-# Spilled registers live in local memory: every one of these a profile holds must read 0.
-LOCAL_MEMORY = ["l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum", "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum",
-                "l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum", "l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum"]
-# Warp-stall reasons come as families, one metric per reason (prefix + reason + suffix); ncu versions differ
-# in which families they offer, so take the first one present.
+# Spilled registers live in local memory: each of these that a profile holds must be 0.
+LOCAL_MEMORY = ["l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum",
+                "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum",
+                "l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum",
+                "l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum"]
+# Warp-stall reasons come in families, one metric per reason: prefix + reason + suffix.
+# ncu versions differ in the families they offer: take the first one present.
 STALL_FAMILIES = [
-    ("smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"),   # ncu's Warp State chart
+    ("smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"),  # ncu's chart
     ("smsp__average_warp_latency_issue_stalled_", ".ratio"),
     ("smsp__warp_issue_stalled_", "_per_warp_active.pct"),
-    ("smsp__pcsamp_warps_issue_stalled_", ""),                            # PC sampling counts
+    ("smsp__pcsamp_warps_issue_stalled_", ""),                           # PC sampling
 ]
 
 
 def pick(metrics, quantity):
-    """(raw name, value) of the first metric of METRICS[quantity] in a profile, else (None, None)."""
+    """(raw name, value) of the first metric of METRICS[quantity] present, or Nones."""
     for name in METRICS[quantity]:
         if metrics.get(name) is not None:
             return name, metrics[name]
@@ -51,35 +57,37 @@ def pick(metrics, quantity):
 
 
 def stall_shares(metrics):
-    """(family, {reason: % of a warp's cycles between two issued instructions}), largest first."""
+    """(family, {reason: % of the cycles between two issues of a warp}), by size."""
     for prefix, suffix in STALL_FAMILIES:
-        pattern = re.compile(re.escape(prefix) + r"([a-z0-9_]+)" + re.escape(suffix) + "$")
+        pattern = re.compile(f"{re.escape(prefix)}([a-z0-9_]+){re.escape(suffix)}$")
         found = {m.group(1): value for name, value in metrics.items()
                  if value is not None and (m := pattern.match(name))}
-        # drop the "not issued" variants and sub-reasons such as long_scoreboard_pipe_l1tex: no double counting
-        reasons = {r: v for r, v in found.items()
-                   if "not_issued" not in r and not any(r.startswith(other + "_") for other in found)}
+        # no double counting: drop "not issued" variants and sub-reasons such as
+        # long_scoreboard_pipe_l1tex (a part of long_scoreboard)
+        reasons = {r: v for r, v in found.items() if "not_issued" not in r
+                   and not any(r.startswith(other + "_") for other in found)}
         total = sum(reasons.values())
         if len(reasons) >= 3 and total > 0:
             shares = {r: 100.0 * v / total for r, v in reasons.items()}
-            return prefix + "*" + suffix, dict(sorted(shares.items(), key=lambda item: -item[1]))
+            ranked = dict(sorted(shares.items(), key=lambda item: -item[1]))
+            return prefix + "*" + suffix, ranked
     return None, {}
 
 
 def summarize(metrics):
-    """One kernel's raw ncu metrics {name: value} as the chapter's quantities (None where not measured)."""
+    """One kernel's raw ncu metrics {name: value} as the chapter's quantities."""
     summary, names = {}, {}
     for quantity in METRICS:
         names[quantity], summary[quantity] = pick(metrics, quantity)
+    # tensor-core utilisation: the busiest tensor pipe (wgmma or mma.sync, not both)
     pipes = [(summary[q], q) for q in TENSOR_PIPES if summary[q] is not None]
-    # tensor-core utilisation: the busiest tensor pipe (a kernel issues wgmma or mma.sync, not both)
     summary["tensor_pct"], busiest = max(pipes) if pipes else (None, None)
+    summary["tensor_pipe"] = busiest                      # which of TENSOR_PIPES it was
     names["tensor_pct"] = names[busiest] if busiest else None
-    summary["tensor_pipe"] = busiest                  # which of TENSOR_PIPES it was
     local = [metrics[n] for n in LOCAL_MEMORY if metrics.get(n) is not None]
     summary["local_memory"] = sum(local) if local else None
     names["stalls"], summary["stalls"] = stall_shares(metrics)
-    summary["long_scoreboard_pct"] = summary["stalls"].get("long_scoreboard") if summary["stalls"] else None
+    summary["long_scoreboard_pct"] = summary["stalls"].get("long_scoreboard")
     parts = (summary["shared_static_bytes"], summary["shared_dynamic_bytes"])
     summary["shared_bytes"] = None if None in parts else sum(parts)
     parts = (summary["dram_read_bytes"], summary["dram_write_bytes"])
@@ -90,7 +98,7 @@ def summarize(metrics):
 
 @dataclass(frozen=True)
 class Check:
-    """One line of the profiling checklist: quantity `op` threshold, and what would move it when it fails."""
+    """A checklist line: quantity `op` threshold, and what would move it if it fails."""
     line: str
     quantity: str
     op: str            # ">=", "<" or "=="
@@ -98,27 +106,31 @@ class Check:
     remedy: str
 
     def met(self, summary):
-        """True or False from the measured value; None when the profile does not hold it."""
+        """True or False from the measured value; None when it was not measured."""
         value = summary.get(self.quantity)
         if value is None:
             return None
-        return {">=": value >= self.threshold, "<": value < self.threshold, "==": value == self.threshold}[self.op]
+        compare = {">=": value >= self.threshold, "<": value < self.threshold,
+                   "==": value == self.threshold}
+        return compare[self.op]
 
 
 CHECKLIST = [
     Check("SM throughput ≥ 70 %", "sm_throughput_pct", ">=", 70.0,
-          "more independent work per SM: more programs per wave, fewer non-matmul instructions per tile "
-          "(exp2, the mask-free loop), deeper pipelining"),
+          "more independent work per SM: more programs per wave, fewer non-matmul "
+          "instructions per tile (exp2, the mask-free loop), deeper pipelining"),
     Check("tensor pipe ≥ 50 %", "tensor_pct", ">=", 50.0,
-          "keep the tensor cores fed while the softmax runs: overlap one tile's softmax with the next tile's "
-          "matmul (FA3's ping-pong warpgroups, warp specialisation)"),
+          "keep the tensor cores fed while the softmax runs: overlap one tile's "
+          "softmax with the next tile's matmul (FA3's ping-pong warpgroups, warp "
+          "specialisation)"),
     Check("long-scoreboard stalls < 20 %", "long_scoreboard_pct", "<", 20.0,
-          "hide the loads: more pipeline stages (num_stages), TMA loads, more warps per SM"),
+          "hide the loads: more pipeline stages (num_stages), TMA loads, more warps"),
     Check("no spills (local memory traffic = 0)", "local_memory", "==", 0.0,
-          "fewer live registers a thread: a smaller BLOCK_M × BLOCK_N tile or more warps"),
+          "fewer live registers a thread: a smaller BLOCK_M × BLOCK_N, more warps"),
 ]
 
 
 def checklist(summary):
-    """[(check, measured value, met)] for one kernel's summary; met is None where nothing was measured."""
-    return [(check, summary.get(check.quantity), check.met(summary)) for check in CHECKLIST]
+    """[(check, measured value, met)] of one kernel; met is None if not measured."""
+    return [(check, summary.get(check.quantity), check.met(summary))
+            for check in CHECKLIST]

@@ -2,17 +2,17 @@
 # Edit the notebook's `#| export` cells, then run `python -m fa2.export`.
 
 # %% book/08_profiling.ipynb · cell 4
-"""Chapter 8: the roofline -- FLOPs and fewest bytes of attention, arithmetic intensity, the ridge point."""
+"""Chapter 8: the roofline -- FLOPs, fewest bytes, arithmetic intensity, ridge point."""
 
 
 def attention_flops(B, H, N_Q, N_KV, D, causal=False):
-    """FLOPs of the forward: S = QK^T and O = PV, 2·N_Q·N_KV·D each per head; halved when causal."""
+    """FLOPs of the forward: QK^T and PV, 2·N_Q·N_KV·D each a head; halved if causal."""
     flops = 4 * B * H * N_Q * N_KV * D
     return flops // 2 if causal else flops
 
 
 def attention_min_bytes(B, H, Hkv, N_Q, N_KV, D, element_bytes=2, lse=True):
-    """Fewest DRAM bytes: q and o (B, H, N_Q, D) and k and v (B, Hkv, N_KV, D) once each, plus the fp32 LSE."""
+    """Fewest DRAM bytes: q, o (B, H, N_Q, D), k, v (B, Hkv, N_KV, D), fp32 LSE."""
     q_and_o = 2 * B * H * N_Q * D
     k_and_v = 2 * B * Hkv * N_KV * D
     return (q_and_o + k_and_v) * element_bytes + (4 * B * H * N_Q if lse else 0)
@@ -24,15 +24,15 @@ def arithmetic_intensity(flops, nbytes):
 
 
 def ridge_point(peak_flops, bandwidth):
-    """The intensity (FLOP/byte) where the two ceilings meet: below it a kernel is memory-bound."""
+    """The intensity (FLOP/byte) where the ceilings meet: left of it, memory-bound."""
     return peak_flops / bandwidth
 
 
 def attainable_flops(intensity, peak_flops, bandwidth):
-    """The roofline: the most FLOP/s a kernel of this intensity can reach, min(peak, intensity × bandwidth)."""
+    """The roofline: the most FLOP/s at this intensity, min(peak, I × bandwidth)."""
     return min(peak_flops, intensity * bandwidth)
 
 
 def time_floor_s(flops, nbytes, peak_flops, bandwidth):
-    """The least time a kernel can take: the larger of its compute time and its memory time (seconds)."""
+    """The least time a kernel can take: max(compute time, memory time), seconds."""
     return max(flops / peak_flops, nbytes / bandwidth)

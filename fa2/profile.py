@@ -198,20 +198,29 @@ def compiler_report(case, q, k, v):
 
 # ------------------------------------------------------------------------------------------- measuring
 
-def measure_ceilings(warmup_ms, rep_ms):
-    """[(quantity, unit, value, how)]: the matmul and copy ceilings, their times and a few device facts."""
-    n = MATMUL_N
+def matmul_ms(n, warmup_ms, rep_ms):
+    """Median ms of torch.matmul on two (n, n) bf16 matrices of N(0, 1) values."""
     generator = torch.Generator("cuda").manual_seed(0)
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16, generator=generator)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16, generator=generator)
-    mm_ms = triton.testing.do_bench(lambda: torch.matmul(a, b), warmup=warmup_ms, rep=2 * rep_ms,
-                                    return_mode="median")
-    del a, b
-    src = torch.randint(0, 256, (COPY_BYTES,), device="cuda", dtype=torch.uint8, generator=generator)
+    return triton.testing.do_bench(lambda: torch.matmul(a, b), warmup=warmup_ms, rep=rep_ms,
+                                   return_mode="median")
+
+
+def copy_ms(nbytes, warmup_ms, rep_ms):
+    """Median ms of a device-to-device copy of nbytes random bytes."""
+    generator = torch.Generator("cuda").manual_seed(0)
+    src = torch.randint(0, 256, (nbytes,), device="cuda", dtype=torch.uint8, generator=generator)
     dst = torch.empty_like(src)
-    copy_ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=warmup_ms, rep=2 * rep_ms,
-                                      return_mode="median")
-    del src, dst
+    return triton.testing.do_bench(lambda: dst.copy_(src), warmup=warmup_ms, rep=rep_ms, return_mode="median")
+
+
+def measure_ceilings(warmup_ms, rep_ms):
+    """[(quantity, unit, value, how)]: the matmul and copy ceilings, their times and a few device facts."""
+    n = MATMUL_N
+    mm_ms = matmul_ms(n, warmup_ms, 2 * rep_ms)
+    torch.cuda.empty_cache()
+    cp_ms = copy_ms(COPY_BYTES, warmup_ms, 2 * rep_ms)
     torch.cuda.empty_cache()
     props = torch.cuda.get_device_properties(0)
     mm_how = f"torch.matmul ({n}, {n}) @ ({n}, {n}) bf16, N(0,1) inputs, 2·{n}³ FLOPs, do_bench median"
@@ -220,8 +229,8 @@ def measure_ceilings(warmup_ms, rep_ms):
     return [
         ("matmul_bf16", "TFLOP/s", 2 * n**3 / (mm_ms * 1e-3) / 1e12, mm_how),
         ("matmul_bf16_median", "ms", mm_ms, mm_how),
-        ("copy_d2d", "GB/s", 2 * COPY_BYTES / (copy_ms * 1e-3) / 1e9, copy_how),
-        ("copy_d2d_median", "ms", copy_ms, copy_how),
+        ("copy_d2d", "GB/s", 2 * COPY_BYTES / (cp_ms * 1e-3) / 1e9, copy_how),
+        ("copy_d2d_median", "ms", cp_ms, copy_how),
         ("multi_processor_count", "SM", props.multi_processor_count, facts),
         ("L2_cache_size", "byte", getattr(props, "L2_cache_size", ""), facts),
         ("shared_memory_per_block_optin", "byte", getattr(props, "shared_memory_per_block_optin", ""), facts),
@@ -391,12 +400,14 @@ class Writer:
         self.command = command
 
     def write(self, case, source, metric, unit, value, launch="", kernel=""):
+        """One row: a case-level measurement, or (launch, kernel given) one ncu metric of one launch."""
         shape = {k: v for k, v in asdict(case).items() if k in COLUMNS}
         self.csv.writerow({**shape, "launch": launch, "kernel": kernel, "source": source, "metric": metric,
                            "unit": unit, "value": value, "command": self.command})
         self.file.flush()
 
     def close(self):
+        """Close the file."""
         self.file.close()
 
 

@@ -129,12 +129,11 @@ def all_cases(studies):
 
 
 def make_inputs(case):
-    """Fresh N(0, 1) q, k, v on the GPU, fixed seed."""
-    from fa2.testing import make_qkv
+    """N(0, 1) q (B, H, N_Q, D), k and v (B, Hkv, N_KV, D) on the GPU, contiguous, fixed seed."""
     generator = torch.Generator("cuda").manual_seed(0)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[case.dtype]
-    return make_qkv(case.B, case.H, case.Hkv, case.N_Q, case.N_KV, case.D, dtype, device="cuda",
-                    generator=generator)
+    shapes = [(case.B, case.H, case.N_Q, case.D)] + 2 * [(case.B, case.Hkv, case.N_KV, case.D)]
+    return [torch.randn(shape, device="cuda", generator=generator).to(dtype) for shape in shapes]
 
 
 def build(case):

@@ -3,6 +3,7 @@
     python -m fa2.bench --sweep money                       # (8, 32, 2048, 128) bf16 causal, every peer
     python -m fa2.bench --sweep reference --no-plot         # the book's full sweep (96 shapes)
     python -m fa2.bench --sweep headline --providers fa2,sdpa_flash --gqa 8
+    python -m fa2.bench --sweep headdim                     # D = 64, 80, 96, 128, 160, 192, 256
     python -m fa2.bench --sweep tiny                        # CPU: Triton interpreter vs SDPA's math backend
 
 Providers: ``fa2`` (``fa2.attention``), ``fa2@v0`` ... ``fa2@v5`` (chapter 6's ladder, ``fa2.ladder``), ``sdpa_flash`` (SDPA's FLASH backend: the FA2 kernels vendored in
@@ -109,13 +110,20 @@ def headline_sweep(hkv=None):
     return grid_sweep(bnhd, dtypes=("bf16",), hkv=hkv)
 
 
+def headdim_sweep(hkv=None):
+    """Every head dim models use, powers of two or not: (2, 32, 2048, D) and (1, 16, 8192, D), both dtypes."""
+    bnhd = [(B, N, H, D) for D in (64, 80, 96, 128, 160, 192, 256) for B, N, H in ((2, 2048, 32), (1, 8192, 16))]
+    return grid_sweep(bnhd, hkv=hkv)
+
+
 def tiny_sweep(hkv=None):
     """CPU-sized shapes for the Triton interpreter (a few seconds in all)."""
     return grid_sweep([(1, 64, 2, 32), (1, 48, 2, 16)], hkv=hkv)
 
 
 CPU_SWEEPS = ("tiny",)                # what the interpreter can run in seconds
-SWEEPS = {"money": money_sweep, "reference": reference_sweep, "headline": headline_sweep, "tiny": tiny_sweep}
+SWEEPS = {"money": money_sweep, "reference": reference_sweep, "headline": headline_sweep, "headdim": headdim_sweep,
+          "tiny": tiny_sweep}
 
 
 # -------------------------------------------------------------------------------------------- providers

@@ -49,7 +49,8 @@ from fa2.chapters.roofline import attention_flops
 
 import torch  # noqa: E402  (after fa2.runtime, which picks GPU or interpreter before triton loads)
 import triton  # noqa: E402
-import triton.testing  # noqa: E402
+
+from fa2.testing import rel_err, time_ms  # noqa: E402
 
 KERNEL_SHAPES = [(2, 16, 4096, 64), (8, 32, 2048, 128)]         # (B, H, N, D), bf16, causal
 KERNEL_PROVIDERS = ["chapter5", "fa2", "sdpa_flash", "sdpa_cudnn"]
@@ -202,8 +203,7 @@ def matmul_ms(n, warmup_ms, rep_ms):
     generator = torch.Generator("cuda").manual_seed(0)
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16, generator=generator)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16, generator=generator)
-    return triton.testing.do_bench(lambda: torch.matmul(a, b), warmup=warmup_ms, rep=rep_ms,
-                                   return_mode="median")
+    return time_ms(lambda: torch.matmul(a, b), warmup_ms=warmup_ms, rep_ms=rep_ms)
 
 
 def copy_ms(nbytes, warmup_ms, rep_ms):
@@ -211,7 +211,7 @@ def copy_ms(nbytes, warmup_ms, rep_ms):
     generator = torch.Generator("cuda").manual_seed(0)
     src = torch.randint(0, 256, (nbytes,), device="cuda", dtype=torch.uint8, generator=generator)
     dst = torch.empty_like(src)
-    return triton.testing.do_bench(lambda: dst.copy_(src), warmup=warmup_ms, rep=rep_ms, return_mode="median")
+    return time_ms(lambda: dst.copy_(src), warmup_ms=warmup_ms, rep_ms=rep_ms)
 
 
 def measure_ceilings(warmup_ms, rep_ms):
@@ -222,8 +222,8 @@ def measure_ceilings(warmup_ms, rep_ms):
     cp_ms = copy_ms(COPY_BYTES, warmup_ms, 2 * rep_ms)
     torch.cuda.empty_cache()
     props = torch.cuda.get_device_properties(0)
-    mm_how = f"torch.matmul ({n}, {n}) @ ({n}, {n}) bf16, N(0,1) inputs, 2·{n}³ FLOPs, do_bench median"
-    copy_how = f"dst.copy_(src), {COPY_BYTES} bytes, counting bytes read + written, do_bench median"
+    mm_how = f"torch.matmul ({n}, {n}) @ ({n}, {n}) bf16, N(0,1) inputs, 2·{n}³ FLOPs, fa2.testing.time_ms median"
+    copy_how = f"dst.copy_(src), {COPY_BYTES} bytes, counting bytes read + written, fa2.testing.time_ms median"
     facts = "torch.cuda.get_device_properties(0)"
     return [
         ("matmul_bf16", "TFLOP/s", 2 * n**3 / (mm_ms * 1e-3) / 1e12, mm_how),
@@ -248,10 +248,10 @@ def time_case(case, warmup_ms, rep_ms):
     fn = build(case)
     o = fn(q, k, v)
     ref = reference(case, q, k, v)
-    err = ((o.double() - ref.double()).abs().max() / ref.double().abs().max().clamp_min(1e-30)).item()
+    err = rel_err(o, ref)
     rows.append(("check", "rel_err", "max|o-ref|/max|ref| vs SDPA", err))
     del o, ref
-    ms = triton.testing.do_bench(lambda: fn(q, k, v), warmup=warmup_ms, rep=rep_ms, return_mode="median")
+    ms = time_ms(lambda: fn(q, k, v), warmup_ms=warmup_ms, rep_ms=rep_ms)
     rows.append(("do_bench", "do_bench_median_ms", "ms", ms))
     rows.append(("do_bench", "tflops", "TFLOP/s", case.flops() / (ms * 1e-3) / 1e12))
     return rows

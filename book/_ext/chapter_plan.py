@@ -26,15 +26,16 @@ class ChapterPlan(SphinxDirective):
             number, title, what = (part.strip() for part in line.split("|", 2))
             docs = sorted(d for d in self.env.found_docs if d.startswith(f"book/{int(number):02d}_"))
             para = nodes.paragraph()
+            described, messages = self.state.inline_text(what, self.lineno)  # `code` and all
             if docs:
                 link = addnodes.pending_xref("", refdomain="std", reftype="doc",
                                              reftarget="/" + docs[0], refexplicit=False,
                                              refwarn=True, refdoc=self.env.docname)
                 link += nodes.inline("", docs[0])
-                para += [link, nodes.Text(f" — {what}")]
+                para += [link, nodes.Text(" — "), *described, *messages]
             else:
                 para += [nodes.Text(f"{number}. {title} "), nodes.emphasis("", "(being written)"),
-                         nodes.Text(f" — {what}")]
+                         nodes.Text(" — "), *described, *messages]
             items += nodes.list_item("", para)
         return [items]
 

@@ -55,8 +55,7 @@ def scaffold_copy_kernel(
     q_tile = tl.load(q_ptrs, mask=row_in_bounds[:, None], other=0.0)  # fp16/bf16 tile
     tl.store(o_ptrs, q_tile, mask=row_in_bounds[:, None])  # tail rows: other data, skip
 
-    # LSE is contiguous (B, H, N_Q): pair pid_bh = off_b * H + off_h starts at row
-    # pid_bh * N_Q.
+    # LSE is contiguous (B, H, N_Q): pair pid_bh = off_b*H + off_h starts at pid_bh*N_Q.
     lse_ptrs = LSE + (pid_bh.to(tl.int64) * N_Q + q_tile_start) + rows  # (BLOCK_M,)
     row_index = (q_tile_start + rows).to(tl.float32)                    # recognisable
     tl.store(lse_ptrs, row_index, mask=row_in_bounds)

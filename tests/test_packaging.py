@@ -1,6 +1,9 @@
 """A plain `pip install` (Colab's, not an editable one) ships every module of the package."""
-import tomllib
 from pathlib import Path
+
+import pytest
+
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -2,7 +2,7 @@
 """The project's two commands, with all set-up included (stdlib only, needs Python 3.10+):
 
     python3 dev.py test    # install into .venv, then run every check (pytest + nbval + export sync)
-    python3 dev.py book    # install into .venv, then build the book into _build/html
+    python3 dev.py book    # install into .venv, build the book into _build/html, check the pages
 
 Without a GPU, kernels run under the Triton interpreter. Environment knobs (CI uses them):
 
@@ -55,7 +55,11 @@ def main() -> int:
         return subprocess.run([str(PY), "-m", "pytest", "-n", "2", "--dist", "loadfile", *sys.argv[2:]],
                               cwd=ROOT).returncode
     jb = PY.parent / ("jupyter-book.exe" if os.name == "nt" else "jupyter-book")
-    return subprocess.run([str(jb), "build", ".", "-W", "--keep-going", *sys.argv[2:]], cwd=ROOT).returncode
+    built = subprocess.run([str(jb), "build", ".", "-W", "--keep-going", *sys.argv[2:]], cwd=ROOT).returncode
+    if built:
+        return built
+    # The built pages as a reader gets them: local MathJax, code that fits, links that resolve.
+    return subprocess.run([str(PY), "-m", "pytest", "-q", "tests/test_book_html.py"], cwd=ROOT).returncode
 
 
 if __name__ == "__main__":

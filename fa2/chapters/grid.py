@@ -2,78 +2,85 @@
 # Edit the notebook's `#| export` cells, then run `python -m fa2.export`.
 
 # %% book/03_grid_layout.ipynb · cell 3
-"""Chapter 3: the FA2 grid, one program per (query tile, batch·head), proved by a kernel recording ownership."""
+"""Chapter 3: the FA2 grid, one program per (query tile, batch·head), proved by a kernel
+that records which program owns each row."""
 import math
 
 import torch
-import triton  # fa2/__init__ has already imported fa2.runtime, which picks the GPU or the interpreter
+import triton  # after fa2.runtime (fa2/__init__ imports it first): GPU or interpreter
 import triton.language as tl
 
-from fa2.chapters.scaffold import attention_outputs, check_attention_inputs, check_block_size
+from fa2.chapters.scaffold import (attention_outputs, check_attention_inputs,
+                                   check_block_size)
 
 
-# %% book/03_grid_layout.ipynb · cell 12
+# %% book/03_grid_layout.ipynb · cell 14
 @triton.jit
 def grid_ownership_kernel(
-    Q, K, V, O, LSE,                             # as in chapter 2; LSE holds the owner map, -1 where unclaimed
+    Q, K, V, O, LSE,          # as in chapter 2; LSE: the owner map, -1 where unclaimed
     stride_qb, stride_qh, stride_qm, stride_qd,
     stride_kb, stride_kh, stride_kn, stride_kd,
     stride_vb, stride_vh, stride_vn, stride_vd,
     stride_ob, stride_oh, stride_om, stride_od,
     H, N_Q, N_KV, scale, GROUP_SIZE,
-    IS_CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+    IS_CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
 ):
-    """Fill each owned row of O with row 0 of this program's K head; claim each owned row in the owner map."""
-    pid_m = tl.program_id(0)                     # which tile of BLOCK_M query rows
-    pid_bh = tl.program_id(1)                    # which (batch, query head) pair
+    """Fill each owned row of O with row 0 of the program's K head; claim the rows."""
+    pid_m = tl.program_id(0)                   # which tile of BLOCK_M query rows
+    pid_bh = tl.program_id(1)                  # which (batch, query head) pair
     off_b = pid_bh // H
     off_h = pid_bh % H
-    off_kv_h = off_h // GROUP_SIZE               # GQA: GROUP_SIZE consecutive query heads share one KV head
+    off_kv_h = off_h // GROUP_SIZE             # GQA: GROUP_SIZE query heads per KV head
 
-    q_tile_start = pid_m * BLOCK_M               # first query row this program owns
-    rows = tl.arange(0, BLOCK_M)                 # (BLOCK_M,) row index inside the tile
-    dims = tl.arange(0, HEAD_DIM)                # (HEAD_DIM,) feature index
-    row_in_bounds = q_tile_start + rows < N_Q    # (BLOCK_M,) False for the tail rows past N_Q
+    q_tile_start = pid_m * BLOCK_M             # first query row this program owns
+    rows = tl.arange(0, BLOCK_M)               # (BLOCK_M,) row index inside the tile
+    dims = tl.arange(0, HEAD_DIM)              # (HEAD_DIM,) feature index
+    row_in_bounds = q_tile_start + rows < N_Q  # (BLOCK_M,) False for tail rows past N_Q
 
-    # Row 0 of this program's K head. Offsets in int64, as in chapter 2: B*H*N*D can pass 2^31 elements.
+    # Row 0 of this program's K head; offsets in int64, as in chapter 2.
     k_head_offset = off_b.to(tl.int64) * stride_kb + off_kv_h.to(tl.int64) * stride_kh
-    k_row = tl.load(K + k_head_offset + dims * stride_kd)                # (HEAD_DIM,) fp16/bf16
-    o_tile = tl.broadcast_to(k_row[None, :], (BLOCK_M, HEAD_DIM))       # (BLOCK_M, HEAD_DIM) same row everywhere
+    k_row = tl.load(K + k_head_offset + dims * stride_kd)          # (HEAD_DIM,) row
+    o_tile = tl.broadcast_to(k_row[None, :], (BLOCK_M, HEAD_DIM))  # that row, every row
     o_tile_offset = (off_b.to(tl.int64) * stride_ob + off_h.to(tl.int64) * stride_oh
                      + q_tile_start.to(tl.int64) * stride_om)
-    o_ptrs = O + o_tile_offset + rows[:, None] * stride_om + dims[None, :] * stride_od  # (BLOCK_M, HEAD_DIM)
+    # (BLOCK_M, HEAD_DIM) pointers, one per element of the tile
+    o_ptrs = O + o_tile_offset + rows[:, None] * stride_om + dims[None, :] * stride_od
     tl.store(o_ptrs, o_tile, mask=row_in_bounds[:, None])
 
     # Claim the owned rows in the owner map (contiguous (B, H, N_Q) fp32, like LSE).
-    owner = (pid_bh * tl.num_programs(0) + pid_m).to(tl.float32)         # rank in launch order (exact < 2^24)
-    lse_ptrs = LSE + (pid_bh.to(tl.int64) * N_Q + q_tile_start) + rows   # (BLOCK_M,)
-    claim = tl.full((BLOCK_M,), 0.0, tl.float32) + owner                  # (BLOCK_M,) the rank, once per row
-    previous = tl.atomic_max(lse_ptrs, claim, mask=row_in_bounds)        # (BLOCK_M,) what each row held before
-    claimed_before = row_in_bounds & (previous != -1.0)                  # someone else got here first
-    tl.store(lse_ptrs, float("inf"), mask=claimed_before)                # +inf: claimed twice, for good
+    # owner: the program's rank in launch order, exact in fp32 below 2^24
+    owner = (pid_bh * tl.num_programs(0) + pid_m).to(tl.float32)
+    lse_ptrs = LSE + (pid_bh.to(tl.int64) * N_Q + q_tile_start) + rows  # (BLOCK_M,)
+    claim = tl.full((BLOCK_M,), 0.0, tl.float32) + owner       # (BLOCK_M,) rank per row
+    previous = tl.atomic_max(lse_ptrs, claim, mask=row_in_bounds)  # what each row held
+    claimed_before = row_in_bounds & (previous != -1.0)        # someone got here first
+    tl.store(lse_ptrs, float("inf"), mask=claimed_before)      # +inf: claimed twice
 
 
-# %% book/03_grid_layout.ipynb · cell 14
+# %% book/03_grid_layout.ipynb · cell 16
 def grid_ownership(q, k, v, block_m=16, out=None):
-    """Chapter 3's kernel: (o, owner) with o[b, h, i] == k[b, h // (Hq // Hkv), 0] and owner the owning
-    program's launch rank (-1: unclaimed, inf: claimed twice); out=(o, owner) must hold -1 in owner."""
+    """Chapter 3's kernel: (o, owner), o[b, h, i] == k[b, h // (Hq // Hkv), 0] and owner
+    the owning program's launch rank (-1: unclaimed, inf: claimed twice). The owner map
+    of out=(o, owner) must hold -1."""
     B, Hq, Hkv, N_Q, N_KV, D = check_attention_inputs(q, k, v)
     check_block_size("block_m", block_m)
     o, owner = attention_outputs(q, out)
     if out is None:
         owner.fill_(-1.0)                        # every row starts unclaimed
-    grid = (triton.cdiv(N_Q, block_m), B * Hq)   # program_id(0): Q tile, program_id(1): batch·head
+    grid = (triton.cdiv(N_Q, block_m), B * Hq)   # program ids: (Q tile, batch·head)
     grid_ownership_kernel[grid](
         q, k, v, o, owner,
         *q.stride(), *k.stride(), *v.stride(), *o.stride(),
-        Hq, N_Q, N_KV, 1.0 / math.sqrt(D), Hq // Hkv,
-        IS_CAUSAL=False, BLOCK_M=block_m, BLOCK_N=16, HEAD_DIM=D,  # scale, IS_CAUSAL, BLOCK_N: from chapter 4
+        Hq, N_Q, N_KV, 1.0 / math.sqrt(D), Hq // Hkv,  # scale and IS_CAUSAL: chapter 4
+        IS_CAUSAL=False, BLOCK_M=block_m, BLOCK_N=16, HEAD_DIM=D,
     )
     return o, owner
 
 
 def expected_owner_map(B, H, N_Q, block_m, device=None):
-    """The grid's rule as a (B, H, N_Q) map: row i of (b, h) has owner (b*H + h) * cdiv(N_Q, block_m) + i // block_m."""
+    """The grid's rule as a (B, H, N_Q) map: row i of (b, h) is owned by program
+    (b*H + h) * cdiv(N_Q, block_m) + i // block_m."""
     pid_bh = torch.arange(B * H, device=device).reshape(B, H, 1)
     pid_m = torch.arange(N_Q, device=device) // block_m
     return (pid_bh * triton.cdiv(N_Q, block_m) + pid_m).float()

@@ -2,7 +2,8 @@
 # Edit the notebook's `#| export` cells, then run `python -m fa2.export`.
 
 # %% book/01_online_softmax.ipynb · cell 3
-"""References from chapter 1: the online softmax recurrence and an fp64 attention to check kernels against."""
+"""References from chapter 1: the online softmax recurrence, and an fp64 attention to
+check kernels against."""
 import math
 
 import torch
@@ -10,27 +11,28 @@ import torch
 
 # %% book/01_online_softmax.ipynb · cell 11
 def merge_softmax_states(m_a, l_a, m_b, l_b):
-    """Merge two partial softmax states (row max, sum of exp(x - max)) of disjoint pieces of a row."""
+    """Merge two softmax states (row max, sum of exp(x - max)) of disjoint pieces."""
     m = torch.maximum(m_a, m_b)
-    m_safe = torch.where(torch.isinf(m), torch.zeros_like(m), m)  # both pieces empty: keep l = 0, no NaN
+    m_safe = torch.where(torch.isinf(m), torch.zeros_like(m), m)  # both empty: l = 0
     return m, l_a * torch.exp(m_a - m_safe) + l_b * torch.exp(m_b - m_safe)
 
 
 def online_softmax(x, block_size=32):
-    """Softmax over the last dim, computed tile by tile with the online (m, l) recurrence of chapter 1."""
-    m = torch.full(x.shape[:-1], -math.inf, dtype=x.dtype, device=x.device)  # running row max
-    l = torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)             # running sum of exp(x - m)
-    for start in range(0, x.shape[-1], block_size):                         # pass 1, one tile at a time
+    """Softmax over the last dim, tile by tile, with the online (m, l) recurrence."""
+    like_x = dict(dtype=x.dtype, device=x.device)
+    m = torch.full(x.shape[:-1], -math.inf, **like_x)  # running row max
+    l = torch.zeros(x.shape[:-1], **like_x)             # running sum of exp(x - m)
+    for start in range(0, x.shape[-1], block_size):     # pass 1, one tile at a time
         tile = x[..., start:start + block_size]
         m_tile = tile.max(dim=-1).values
         l_tile = torch.exp(tile - m_tile[..., None]).sum(dim=-1)
         m, l = merge_softmax_states(m, l, m_tile, l_tile)
-    return torch.exp(x - m[..., None]) / l[..., None]                      # pass 2
+    return torch.exp(x - m[..., None]) / l[..., None]   # pass 2
 
 
-# %% book/01_online_softmax.ipynb · cell 17
+# %% book/01_online_softmax.ipynb · cell 19
 def visible_keys(n_q, n_k, causal, device=None):
-    """(n_q, n_k) bool mask: may query row i attend to key j? Causal is aligned bottom-right."""
+    """(n_q, n_k) bool mask: may query row i see key j? Causal: aligned bottom-right."""
     if not causal:
         return torch.ones(n_q, n_k, dtype=torch.bool, device=device)
     i = torch.arange(n_q, device=device)[:, None]
@@ -39,26 +41,27 @@ def visible_keys(n_q, n_k, causal, device=None):
 
 
 def attention_state_reference(q, k, v, causal=False, scale=None):
-    """fp64 unnormalised state (o_tilde, row_max, row_sum) of attention, GQA-aware; shapes (B,Hq,Nq,[D])."""
+    """fp64 unnormalised state (o_tilde, row_max, row_sum) of attention, GQA-aware."""
     (B, Hq, Nq, D), Hkv, Nk = q.shape, k.shape[1], k.shape[2]
     assert Hq % Hkv == 0, "query heads must be a multiple of KV heads"
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     q, k, v = q.double(), k.double(), v.double()
-    k = k.repeat_interleave(Hq // Hkv, dim=1)                          # (B, Hq, Nk, D): reference only
+    k = k.repeat_interleave(Hq // Hkv, dim=1)     # (B, Hq, Nk, D): a copy, fine here
     v = v.repeat_interleave(Hq // Hkv, dim=1)
-    s = (q @ k.transpose(-1, -2)) * scale                              # (B, Hq, Nq, Nk) fp64
+    s = (q @ k.transpose(-1, -2)) * scale         # (B, Hq, Nq, Nk) fp64
     s = s.masked_fill(~visible_keys(Nq, Nk, causal, q.device), -math.inf)
-    row_max = s.amax(dim=-1)                                           # (B, Hq, Nq), -inf if no key visible
+    row_max = s.amax(dim=-1)                      # (B, Hq, Nq), -inf if no key visible
     safe_max = torch.where(torch.isinf(row_max), torch.zeros_like(row_max), row_max)
-    p = torch.exp(s - safe_max[..., None])                             # 0 where masked
-    return p @ v, row_max, p.sum(dim=-1)
+    p = torch.exp(s - safe_max[..., None])        # 0 where masked
+    return p @ v, row_max, p.sum(dim=-1)          # (B,Hq,Nq,D), (B,Hq,Nq), (B,Hq,Nq)
 
 
 def attention_reference(q, k, v, causal=False, scale=None, return_lse=False):
-    """fp64 attention with the package's conventions; lse is natural-log, -inf for rows with no key."""
+    """fp64 attention, the package's conventions; lse natural-log, -inf if no key."""
     o_tilde, row_max, row_sum = attention_state_reference(q, k, v, causal, scale)
     seen = row_sum > 0
-    o = torch.where(seen[..., None], o_tilde / torch.where(seen, row_sum, 1.0)[..., None], 0.0)
+    o = o_tilde / torch.where(seen, row_sum, 1.0)[..., None]
+    o = torch.where(seen[..., None], o, 0.0)
     if not return_lse:
         return o
     return o, row_max + torch.log(row_sum)

@@ -2,11 +2,12 @@
 # Edit the notebook's `#| export` cells, then run `python -m fa2.export`.
 
 # %% book/02_scaffolding.ipynb · cell 3
-"""Chapter 2: the signature every attention kernel in the book shares, proved by a kernel that copies Q to O."""
+"""Chapter 2: the signature every attention kernel of the book shares, proved by a
+kernel that copies Q to O."""
 import math
 
 import torch
-import triton  # fa2/__init__ has already imported fa2.runtime, which picks the GPU or the interpreter
+import triton  # after fa2.runtime (fa2/__init__ imports it first): GPU or interpreter
 import triton.language as tl
 
 from fa2 import runtime
@@ -15,46 +16,49 @@ from fa2 import runtime
 # %% book/02_scaffolding.ipynb · cell 17
 @triton.jit
 def scaffold_copy_kernel(
-    Q, K, V, O, LSE,                             # pointers to element [0, 0, 0, 0] ([0, 0, 0] for LSE)
-    stride_qb, stride_qh, stride_qm, stride_qd,  # Q (B, H, N_Q, HEAD_DIM): strides in elements
-    stride_kb, stride_kh, stride_kn, stride_kd,  # K (B, H // GROUP_SIZE, N_KV, HEAD_DIM)
+    Q, K, V, O, LSE,          # pointers to element [0, 0, 0, 0] ([0, 0, 0] for LSE)
+    stride_qb, stride_qh, stride_qm, stride_qd,  # Q (B, H, N_Q, HEAD_DIM), in elements
+    stride_kb, stride_kh, stride_kn, stride_kd,  # K (B, H//GROUP_SIZE, N_KV, HEAD_DIM)
     stride_vb, stride_vh, stride_vn, stride_vd,  # V, same shape as K, its own strides
     stride_ob, stride_oh, stride_om, stride_od,  # O, same shape as Q, its own strides
-    H,                                           # number of query heads
-    N_Q, N_KV,                                   # sequence lengths, any value >= 1
-    scale,                                       # softmax scale on Q K^T (chapter 4)
-    GROUP_SIZE,                                  # query heads per KV head, Hq // Hkv (chapter 3)
-    IS_CAUSAL: tl.constexpr,                     # causal mask compiled in or out (chapter 4)
-    BLOCK_M: tl.constexpr,                       # query rows per program
-    BLOCK_N: tl.constexpr,                       # key/value rows per KV-loop step (chapter 4)
-    HEAD_DIM: tl.constexpr,                      # D, a power of two
+    H,                        # number of query heads
+    N_Q, N_KV,                # sequence lengths, any value >= 1
+    scale,                    # softmax scale on Q K^T (chapter 4)
+    GROUP_SIZE,               # query heads per KV head, Hq // Hkv (chapter 3)
+    IS_CAUSAL: tl.constexpr,  # causal mask compiled in or out (chapter 4)
+    BLOCK_M: tl.constexpr,    # query rows per program
+    BLOCK_N: tl.constexpr,    # key/value rows per KV-loop step (chapter 4)
+    HEAD_DIM: tl.constexpr,   # D, a power of two
 ):
-    """Copy this program's Q tile to O and write each owned row's index into LSE: a check of the addressing."""
-    pid_m = tl.program_id(0)                     # which tile of BLOCK_M query rows
-    pid_bh = tl.program_id(1)                    # which (batch, query head) pair
+    """Copy the Q tile to O, each row's index to LSE: a check of the addressing."""
+    pid_m = tl.program_id(0)                   # which tile of BLOCK_M query rows
+    pid_bh = tl.program_id(1)                  # which (batch, query head) pair
     off_b = pid_bh // H
     off_h = pid_bh % H
 
-    q_tile_start = pid_m * BLOCK_M               # first query row this program owns
-    rows = tl.arange(0, BLOCK_M)                 # (BLOCK_M,) row index inside the tile
-    dims = tl.arange(0, HEAD_DIM)                # (HEAD_DIM,) feature index
-    row_in_bounds = q_tile_start + rows < N_Q    # (BLOCK_M,) False for the tail rows past N_Q
+    q_tile_start = pid_m * BLOCK_M             # first query row this program owns
+    rows = tl.arange(0, BLOCK_M)               # (BLOCK_M,) row index inside the tile
+    dims = tl.arange(0, HEAD_DIM)              # (HEAD_DIM,) feature index
+    row_in_bounds = q_tile_start + rows < N_Q  # (BLOCK_M,) False for tail rows past N_Q
 
-    # Base offsets in int64: B*H*N*D can pass 2^31 elements, and an int32 product such as off_b * stride_qb
-    # would wrap to a negative address. The tile start goes in too, so per-element offsets stay inside a tile.
+    # Base offsets in int64: B*H*N*D can pass 2^31 elements, and an int32 product
+    # such as off_b * stride_qb would wrap to a negative address. The tile start goes in
+    # too, so the per-element offsets stay inside a tile.
     q_tile_offset = (off_b.to(tl.int64) * stride_qb + off_h.to(tl.int64) * stride_qh
                      + q_tile_start.to(tl.int64) * stride_qm)
     o_tile_offset = (off_b.to(tl.int64) * stride_ob + off_h.to(tl.int64) * stride_oh
                      + q_tile_start.to(tl.int64) * stride_om)
-    q_ptrs = Q + q_tile_offset + rows[:, None] * stride_qm + dims[None, :] * stride_qd  # (BLOCK_M, HEAD_DIM)
-    o_ptrs = O + o_tile_offset + rows[:, None] * stride_om + dims[None, :] * stride_od  # (BLOCK_M, HEAD_DIM)
+    # (BLOCK_M, HEAD_DIM) pointers, one per element of the tile
+    q_ptrs = Q + q_tile_offset + rows[:, None] * stride_qm + dims[None, :] * stride_qd
+    o_ptrs = O + o_tile_offset + rows[:, None] * stride_om + dims[None, :] * stride_od
 
-    q_tile = tl.load(q_ptrs, mask=row_in_bounds[:, None], other=0.0)  # (BLOCK_M, HEAD_DIM) fp16/bf16
-    tl.store(o_ptrs, q_tile, mask=row_in_bounds[:, None])  # tail rows point at other data: never write them
+    q_tile = tl.load(q_ptrs, mask=row_in_bounds[:, None], other=0.0)  # fp16/bf16 tile
+    tl.store(o_ptrs, q_tile, mask=row_in_bounds[:, None])  # tail rows: other data, skip
 
-    # LSE is contiguous (B, H, N_Q): pair pid_bh = off_b * H + off_h starts at element pid_bh * N_Q.
-    lse_ptrs = LSE + (pid_bh.to(tl.int64) * N_Q + q_tile_start) + rows       # (BLOCK_M,)
-    tl.store(lse_ptrs, (q_tile_start + rows).to(tl.float32), mask=row_in_bounds)  # a recognisable value
+    # LSE is contiguous (B, H, N_Q): pair pid_bh = off_b*H + off_h starts at pid_bh*N_Q.
+    lse_ptrs = LSE + (pid_bh.to(tl.int64) * N_Q + q_tile_start) + rows  # (BLOCK_M,)
+    row_index = (q_tile_start + rows).to(tl.float32)                    # recognisable
+    tl.store(lse_ptrs, row_index, mask=row_in_bounds)
 
 
 # %% book/02_scaffolding.ipynb · cell 19
@@ -62,65 +66,72 @@ _HEAD_DIMS = (16, 32, 64, 128, 256)
 
 
 def check_attention_inputs(q, k, v):
-    """Validate q (B, Hq, N_Q, D), k and v (B, Hkv, N_KV, D); return (B, Hq, Hkv, N_Q, N_KV, D) or raise."""
+    """(B, Hq, Hkv, N_Q, N_KV, D) of valid q, k, v; else raise, naming the argument."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if t.dim() != 4:
-            raise ValueError(f"{name} must be 4-D (B, H, N, D), got shape {tuple(t.shape)}")
+            raise ValueError(f"{name} must be 4-D (B, H, N, D), "
+                             f"got shape {tuple(t.shape)}")
         if t.dtype not in (torch.float16, torch.bfloat16):
             raise TypeError(f"{name} must be float16 or bfloat16, got {t.dtype}")
         if t.dtype != q.dtype:
             raise TypeError(f"{name} has dtype {t.dtype} but q has {q.dtype}")
         if t.device.type != runtime.DEVICE:
-            raise ValueError(f"{name} is on {t.device}, but kernels run on {runtime.DEVICE}")
+            raise ValueError(f"{name} is on {t.device}, "
+                             f"but kernels run on {runtime.DEVICE}")
         if t.device != q.device:
             raise ValueError(f"{name} is on {t.device} but q is on {q.device}")
         if 0 in t.shape:
             raise ValueError(f"{name} has an empty dimension: shape {tuple(t.shape)}")
     (B, Hq, N_Q, D), (_, Hkv, N_KV, _) = q.shape, k.shape
     if v.shape != k.shape:
-        raise ValueError(f"v must have k's shape {tuple(k.shape)}, got {tuple(v.shape)}")
+        raise ValueError(f"v must have k's shape {tuple(k.shape)}, "
+                         f"got {tuple(v.shape)}")
     if k.shape[0] != B or k.shape[3] != D:
-        raise ValueError(f"k must be (B={B}, Hkv, N_KV, D={D}) to match q, got {tuple(k.shape)}")
+        raise ValueError(f"k must be (B={B}, Hkv, N_KV, D={D}) to match q, "
+                         f"got {tuple(k.shape)}")
     if Hq % Hkv:
-        raise ValueError(f"q's heads ({Hq}) must be a multiple of k's and v's heads ({Hkv})")
+        raise ValueError(f"q's heads ({Hq}) must be a multiple of "
+                         f"k's and v's heads ({Hkv})")
     if D not in _HEAD_DIMS:
         raise ValueError(f"head dim D={D} is not supported: use one of {_HEAD_DIMS}")
     return B, Hq, Hkv, N_Q, N_KV, D
 
 
 def check_block_size(name, value):
-    """Raise unless a tile size is a power of two >= 16 (the smallest tile tl.dot takes)."""
+    """Raise unless a tile size is a power of two >= 16 (tl.dot's smallest tile)."""
     if not isinstance(value, int) or value < 16 or value & (value - 1):
         raise ValueError(f"{name} must be a power of two >= 16, got {value!r}")
 
 
 def attention_outputs(q, out=None):
-    """(o, lse) for q: new buffers (o contiguous like q, lse fp32 (B, Hq, N_Q)), or `out` once checked."""
+    """(o, lse) for q: new (o like q, lse fp32 (B, Hq, N_Q)), or `out` once checked."""
     B, Hq, N_Q, D = q.shape
     if out is None:
         return (torch.empty(B, Hq, N_Q, D, dtype=q.dtype, device=q.device),
                 torch.empty(B, Hq, N_Q, dtype=torch.float32, device=q.device))
     o, lse = out
     if o.shape != q.shape or o.dtype != q.dtype or o.device != q.device:
-        raise ValueError(f"out[0] must have q's shape {tuple(q.shape)}, dtype {q.dtype} and device {q.device}")
-    if (lse.shape != (B, Hq, N_Q) or lse.dtype != torch.float32 or lse.device != q.device
-            or not lse.is_contiguous()):
-        raise ValueError(f"out[1] must be a contiguous float32 tensor of shape {(B, Hq, N_Q)} on {q.device}")
+        raise ValueError(f"out[0] must have q's shape {tuple(q.shape)}, "
+                         f"dtype {q.dtype} and device {q.device}")
+    if (lse.shape != (B, Hq, N_Q) or lse.dtype != torch.float32
+            or lse.device != q.device or not lse.is_contiguous()):
+        raise ValueError(f"out[1] must be a contiguous float32 tensor "
+                         f"of shape {(B, Hq, N_Q)} on {q.device}")
     return o, lse
 
 
 def scaffold_copy(q, k, v, block_m=16, out=None):
-    """Chapter 2's kernel: (o, lse) with o == q and lse[b, h, i] == i; writes into out=(o, lse) if given."""
+    """Chapter 2's kernel: (o, lse), o == q, lse[b, h, i] == i; fills out=(o, lse)."""
     B, Hq, Hkv, N_Q, N_KV, D = check_attention_inputs(q, k, v)
     check_block_size("block_m", block_m)
     o, lse = attention_outputs(q, out)
-    grid = (triton.cdiv(N_Q, block_m), B * Hq)   # one program per (query tile, batch·head)
+    grid = (triton.cdiv(N_Q, block_m), B * Hq)  # a program per (query tile, batch·head)
     scaffold_copy_kernel[grid](
         q, k, v, o, lse,
         *q.stride(), *k.stride(), *v.stride(), *o.stride(),
-        Hq, N_Q, N_KV, 1.0 / math.sqrt(D), Hq // Hkv,
-        IS_CAUSAL=False, BLOCK_M=block_m, BLOCK_N=16, HEAD_DIM=D,  # scale, IS_CAUSAL, BLOCK_N: from chapter 4
+        Hq, N_Q, N_KV, 1.0 / math.sqrt(D), Hq // Hkv,  # scale and IS_CAUSAL: chapter 4
+        IS_CAUSAL=False, BLOCK_M=block_m, BLOCK_N=16, HEAD_DIM=D,
     )
     return o, lse

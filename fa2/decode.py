@@ -130,8 +130,28 @@ def _sm_count(device):
     return torch.cuda.get_device_properties(device.index).multi_processor_count
 
 
-def _config(device):
-    return GPU_CONFIG if device.type == "cuda" else CPU_CONFIG
+@functools.lru_cache(maxsize=None)
+def _shared_memory(device_index):
+    props = torch.cuda.get_device_properties(device_index)
+    return getattr(props, "shared_memory_per_block_optin", 48 * 1024)
+
+
+def _config(q):
+    """Launch options for q's device and head dim: GPU_CONFIG, with fewer stages, then smaller key tiles,
+    where the pipeline's K and V buffers would not fit in shared memory (a T4 has 64 KB, an H200 227 KB)."""
+    if q.device.type != "cuda":
+        return CPU_CONFIG
+    cfg = dict(GPU_CONFIG)
+    head_dim = max(16, triton.next_power_of_2(q.shape[-1]))
+    budget = 0.75 * _shared_memory(q.device.index)
+    while cfg["num_stages"] * cfg["block_n"] * head_dim * 2 * q.element_size() > budget:
+        if cfg["num_stages"] > 2:
+            cfg["num_stages"] -= 1
+        elif cfg["block_n"] > 16:
+            cfg["block_n"] //= 2
+        else:
+            break
+    return cfg
 
 
 @functools.lru_cache(maxsize=4096)
@@ -141,7 +161,7 @@ def _num_splits(programs, n_tiles, slots):
 
 def choose_num_splits(q, k_cache, block_table=None, block_n=None):
     """The split count `fa2.decode` uses for these shapes: from B, Hkv, the cache's capacity and the SM count."""
-    block_n = block_n or _config(q.device)["block_n"]
+    block_n = block_n or _config(q)["block_n"]
     _, m_tiles, n_tiles = decode_tiles(q, k_cache, block_table, block_n)
     programs = q.shape[0] * cache_geometry(k_cache, block_table)[0] * m_tiles     # B · H_KV · M tiles
     return _num_splits(programs, n_tiles, _sm_count(q.device) * CTAS_PER_SM)
@@ -161,7 +181,7 @@ class DecodePlan:
 
     def __init__(self, q, k_cache, v_cache, cache_seqlens, block_table, scale, num_splits, window_left, softcap,
                  config=None):
-        cfg = dict(_config(q.device), **(config or {}))
+        cfg = dict(_config(q), **(config or {}))
         B, H_Q, N_Q, D = q.shape
         self.num_splits = num_splits or choose_num_splits(q, k_cache, block_table, cfg["block_n"])
         self.lse_shape = (B, H_Q, N_Q)

@@ -39,10 +39,10 @@ def _split_kv_kernel(
     stride_v_outer, stride_vh, stride_v_row, stride_vd,
     stride_ob, stride_oh, stride_om, stride_od,
     stride_table_b, stride_table_p,
-    H_KV, N_Q, N_CAP, GROUP_SIZE, D, num_splits, qk_scale, softcap_log2e, window_left,
+    H_KV, N_Q, N_CAP, GROUP_SIZE, num_splits, qk_scale, softcap_log2e, window_left,
     PAGE_SIZE: tl.constexpr, HAS_SEQLENS: tl.constexpr, HAS_WINDOW: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, SPLIT: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, HEAD_DIM: tl.constexpr,
 ):
     pid_bkv = tl.program_id(0)                        # which (batch, KV head)
     split = tl.program_id(1)                          # which chunk of the keys
@@ -55,7 +55,10 @@ def _split_kv_kernel(
     offs_i = offs_r % N_Q                             # query position inside the block
     off_h = off_kv_h * GROUP_SIZE + offs_r // N_Q     # (BLOCK_M,) query head
     offs_d = tl.arange(0, HEAD_DIM)
-    d_live = offs_d < D                               # padded head dim: columns past D load as 0
+    if D == HEAD_DIM:
+        d_live = tl.full([HEAD_DIM], True, tl.int1)   # every column is real: a mask along rows only
+    else:
+        d_live = offs_d < D                           # padded head dim: columns past D load as 0
     q_ptrs = (Q + off_b * stride_qb + off_h[:, None] * stride_qh + offs_i[:, None] * stride_qm
               + offs_d[None, :] * stride_qd)
     q = tl.load(q_ptrs, mask=row_live[:, None] & d_live[None, :], other=0.0)   # (BLOCK_M, HEAD_DIM)
@@ -199,9 +202,9 @@ def decode_launch(q, k_cache, v_cache, cache_seqlens, block_table, o, lse, o_par
         q, k_cache, v_cache, no_tensor if cache_seqlens is None else cache_seqlens,
         no_tensor if block_table is None else block_table, out, out_lse,
         *q.stride(), *strides(k_cache), *strides(v_cache), *out_strides, *table_strides,
-        H_KV, N_Q, capacity, H_Q // H_KV, D, num_splits, qk_scale, softcap_log2e, window_left,
+        H_KV, N_Q, capacity, H_Q // H_KV, num_splits, qk_scale, softcap_log2e, window_left,
         page_size, cache_seqlens is not None, window_left >= 0, bool(softcap), split,
-        block_m, block_n, head_dim), dict(num_warps=num_warps, num_stages=num_stages))]
+        block_m, block_n, D, head_dim), dict(num_warps=num_warps, num_stages=num_stages))]
     if split:
         splits_pow2 = triton.next_power_of_2(num_splits)
         warps = min(16, max(2, splits_pow2 * head_dim // 2048))   # at most 64 fp32 partials per thread

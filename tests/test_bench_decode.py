@@ -1,0 +1,32 @@
+"""The decode benchmark (fa2/bench_decode.py) end to end on CPU-sized shapes: checked rows, CSV, plot."""
+import csv
+
+from fa2 import bench_decode
+
+
+def test_tiny_decode_sweep_writes_checked_rows(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(bench_decode, "SPLIT_CANDIDATES", (1, 5))
+    monkeypatch.setattr(bench_decode, "CONFIG_CANDIDATES", [dict(block_n=32, num_warps=4, num_stages=2)])
+    rows = bench_decode.run_sweep(tmp_path, shapes=bench_decode.tiny(), command="test")
+    with open(tmp_path / "decode.csv", newline="") as file:
+        reader = csv.DictReader(file)
+        assert reader.fieldnames == bench_decode.COLUMNS
+        written = list(reader)
+    assert len(written) == len(rows) == 2 * 2 + 3          # copy + fa2 per shape, 3 tuning rows (contiguous)
+    for row in written:
+        assert row["error"] == "" and float(row["gpu_us"]) > 0 and float(row["gbs"]) > 0, row
+        if row["provider"] != "copy":
+            assert row["check"] == "ok" and float(row["rel_err"]) <= bench_decode.MAX_REL_ERR, row
+    fa2_rows = [r for r in written if r["provider"] == "fa2"]
+    assert {r["layout"] for r in fa2_rows} == {"contiguous", "paged16"}
+    assert all(float(r["rel_err_ragged"]) <= bench_decode.MAX_REL_ERR for r in fa2_rows)
+    assert {r["num_splits"] for r in written if r["provider"] == "fa2_tune"} >= {"1", "5"}
+    assert (tmp_path / "decode.png").stat().st_size > 10_000
+    assert "tuning (contiguous)" in capsys.readouterr().out
+
+
+def test_bytes_and_family():
+    shape = bench_decode.DecodeShape(B=1, N=8192)
+    assert shape.kv_bytes() == 2 * 8 * 8192 * 128 * 2          # K and V, bf16
+    family = bench_decode.family()
+    assert len(family) == 3 * 5 * 3 and {s.layout for s in family} == {"contiguous", "paged16", "paged256"}

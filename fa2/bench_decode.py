@@ -537,10 +537,9 @@ PROVIDER_STYLE = {"fa2": ("#d62728", "-"), "sdpa_flash": ("#1f77b4", "-"), "sdpa
 LAYOUT_STYLE = {"contiguous": "-", "paged16": "--", "paged256": ":"}
 
 
-def plot(rows, path):
-    """GB/s of K+V read vs cache length, one panel per batch size; the copy's GB/s as the ceiling."""
-    import matplotlib
-    matplotlib.use("Agg")
+def plot(rows, path=None):
+    """GB/s of K+V read vs cache length, one panel per batch size, the copy's GB/s as the ceiling.
+    Saved to path (and closed) when given; the figure is returned."""
     import matplotlib.pyplot as plt
 
     batches = sorted({r["B"] for r in rows})
@@ -576,5 +575,7 @@ def plot(rows, path):
     fig.suptitle(f"Decode, {first['dtype']}, Hq={first['Hq']}, Hkv={first['Hkv']}, D={first['D']} "
                  f"on {first['device']}", y=1.06)
     fig.tight_layout()
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    if path is not None:
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+        plt.close(fig)
+    return fig

@@ -6,6 +6,12 @@
 The kernels are chapter 9's (`fa2/chapters/flash_decoding.py`). Everything the host decides -- the split count,
 the tile sizes, the grid -- depends on shapes, strides, dtypes and flags only, never on the values in
 `cache_seqlens`: a serving loop can capture one call in a CUDA graph and replay it while the cache grows.
+
+Semantics: query i of the Nq new tokens sits at position cache_seqlens[b] - Nq + i and sees the keys at or before
+it (causal, bottom-right); `window=(left, right)` (flash-attn's window_size, -1 unbounded) also hides keys before
+position - left (the right bound adds nothing to causal); `softcap` c maps scores s to c·tanh(s/c) (0/None: off).
+`cache_seqlens` None means full rows; lengths are clamped to [0, capacity] on the device. Block-table entries are
+trusted (checking them would need a copy to the host). Rows that see no key give 0 and lse -inf.
 """
 
 import functools

@@ -7,7 +7,7 @@ from fa2 import bench_decode
 def test_tiny_decode_sweep_writes_checked_rows(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(bench_decode, "SPLIT_CANDIDATES", (1, 5))
     monkeypatch.setattr(bench_decode, "CONFIG_CANDIDATES", [dict(block_n=32, num_warps=4, num_stages=2)])
-    rows = bench_decode.run_sweep(tmp_path, shapes=bench_decode.tiny(), command="test")
+    rows = bench_decode.run_sweep(tmp_path, shapes=bench_decode.tiny(), names=["copy", "fa2"], command="test")
     with open(tmp_path / "decode.csv", newline="") as file:
         reader = csv.DictReader(file)
         assert reader.fieldnames == bench_decode.COLUMNS

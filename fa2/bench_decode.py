@@ -23,8 +23,8 @@ and NaN written past them; NaN or more than MAX_REL_ERR gives check=fail.
 Peers: ``sdpa_flash`` (SDPA's FLASH backend, the FA2 kernels vendored in PyTorch) and ``sdpa_cudnn`` on the
 contiguous caches with ``enable_gqa=True``, and ``flash_attn`` (``flash_attn_with_kvcache``) when
 importable. A peer that refuses a shape gets a row with its error. ``fa2_tune`` rows time fa2.decode's
-launch with other split counts and tile configs (contiguous caches): the split heuristic and
-``fa2.decode.GPU_CONFIG`` are chosen from them.
+launch with other split counts and tile configs (contiguous caches) and other configs (paged caches): the
+split heuristic, ``fa2.decode.GPU_CONFIG`` and ``PAGED_EXTRA_STAGES`` are chosen from them.
 """
 
 import csv
@@ -59,6 +59,8 @@ SPLIT_CANDIDATES = (1, 2, 4, 8, 16, 32, 64, 128)
 CONFIG_CANDIDATES = [dict(block_n=bn, num_warps=w, num_stages=s)
                      for bn, w, s in ((32, 4, 3), (64, 4, 2), (64, 4, 3), (64, 4, 4), (128, 4, 2), (128, 4, 3),
                                       (128, 8, 3))]
+PAGED_CONFIG_CANDIDATES = [dict(block_n=bn, num_warps=w, num_stages=s)      # the block-table load takes stages
+                           for bn, w, s in ((64, 4, 3), (64, 4, 4), (64, 4, 5), (64, 4, 6), (64, 8, 5), (128, 4, 5))]
 
 
 @dataclass(frozen=True)
@@ -238,14 +240,17 @@ def providers():
 
 
 def tuning_providers(quick=False):
-    """fa2_tune: every split count with fa2's config, then every config at the heuristic's split count."""
+    """fa2_tune: every split count with fa2's config, then every config at the heuristic's split count
+    (contiguous caches); the paged configs at the heuristic's split count (paged caches)."""
     splits = SPLIT_CANDIDATES[::2] if quick else SPLIT_CANDIDATES
     configs = CONFIG_CANDIDATES[1::2] if quick else CONFIG_CANDIDATES
-    contiguous = lambda shape: shape.page_size == 0
+    paged_configs = PAGED_CONFIG_CANDIDATES[1::2] if quick else PAGED_CONFIG_CANDIDATES
+    contiguous, paged = (lambda shape: shape.page_size == 0), (lambda shape: shape.page_size > 0)
+    label = lambda c: "fa2 launch, config " + "/".join(map(str, c.values()))
     return ([Provider("fa2_tune", f"fa2 launch, {s} splits", build_plan(None, s), contiguous, None, s)
              for s in splits]
-            + [Provider("fa2_tune", "fa2 launch, config " + "/".join(map(str, c.values())), build_plan(c, None),
-                        contiguous, c, None) for c in configs])
+            + [Provider("fa2_tune", label(c), build_plan(c, None), contiguous, c, None) for c in configs]
+            + [Provider("fa2_tune", label(c), build_plan(c, None), paged, c, None) for c in paged_configs])
 
 
 # ----------------------------------------------------------------------------------------- measuring
@@ -326,7 +331,7 @@ def synchronize():
 
 def launch_columns(provider, x):
     """block_n, num_warps, num_stages, num_splits of an fa2 row (what fa2.decode or the tuning row uses)."""
-    cfg = dict(decode_config(x.q), **(provider.config or {}))
+    cfg = dict(decode_config(x.q, x.block_table is not None), **(provider.config or {}))
     splits = provider.num_splits or choose_num_splits(x.q, x.k_cache, x.block_table, cfg["block_n"])
     return {"block_n": cfg["block_n"], "num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"],
             "num_splits": splits}
@@ -515,21 +520,21 @@ def print_summary(rows):
 
 
 def print_tuning(rows):
-    """For each contiguous shape: fa2's choice and the fastest fa2_tune row, with the heuristic's loss."""
-    by_shape = {}
+    """For each shape and layout: fa2's launch and the fastest fa2_tune row, and how much slower fa2's is."""
+    groups = {}
     for row in rows:
-        if row["layout"] == "contiguous" and row["provider"] in ("fa2", "fa2_tune") and _us(row):
-            by_shape.setdefault((row["B"], row["N"]), []).append(row)
-    if not any(r["provider"] == "fa2_tune" for group in by_shape.values() for r in group):
+        if row["provider"] in ("fa2", "fa2_tune") and _us(row):
+            groups.setdefault((row["B"], row["N"], row["layout"]), []).append(row)
+    if not any(r["provider"] == "fa2_tune" for group in groups.values() for r in group):
         return
-    print("\ntuning (contiguous): fa2.decode's launch vs the fastest candidate")
-    for (B, N), group in by_shape.items():
+    print("\ntuning: fa2.decode's launch vs the fastest candidate (fa2_tune rows)")
+    describe = lambda r: f"bn={r['block_n']} w={r['num_warps']} st={r['num_stages']} splits={r['num_splits']}"
+    for (B, N, layout), group in groups.items():
         chosen = next((r for r in group if r["provider"] == "fa2"), None)
         best = min(group, key=_us)
-        describe = lambda r: f"bn={r['block_n']} w={r['num_warps']} st={r['num_stages']} splits={r['num_splits']}"
         if chosen:
-            print(f"B={B:<3d} N={N:<7d} fa2 {_us(chosen):8.1f} us ({describe(chosen)})   best {_us(best):8.1f} us "
-                  f"({describe(best)})   fa2/best {_us(chosen) / _us(best):.2f}")
+            print(f"B={B:<3d} N={N:<7d} {layout:10s} fa2 {_us(chosen):8.1f} us ({describe(chosen)})   "
+                  f"best {_us(best):8.1f} us ({describe(best)})   fa2/best {_us(chosen) / _us(best):.2f}")
 
 
 PROVIDER_STYLE = {"fa2": ("#d62728", "-"), "sdpa_flash": ("#1f77b4", "-"), "sdpa_cudnn": ("#2ca02c", "-"),

@@ -34,6 +34,10 @@ MIN_PAGE_SIZE = 16
 # that the split heuristic fills, as in FlashAttention-2's split-KV launch.
 GPU_CONFIG = dict(block_n=64, num_warps=4, num_stages=3)
 CTAS_PER_SM = 2
+# Triton 3.6's pipeliner gives the block-table load of a paged cache stages of its own: compiled for sm_90, the
+# paged loop double-buffers K and V (as the contiguous one does at num_stages=3) only from num_stages=5; below
+# that it keeps one buffer and waits for every tile (ttgir: `local_alloc ... 1x64x128` and `async_wait num=0`).
+PAGED_EXTRA_STAGES = 2
 # The interpreter: small tiles, and a pretend GPU of 4 SMs so that small CPU shapes split too.
 CPU_CONFIG = dict(block_n=16, num_warps=4, num_stages=1)
 CPU_SM_COUNT = 4
@@ -142,16 +146,19 @@ def _shared_memory(device_index):
     return getattr(props, "shared_memory_per_block_optin", 48 * 1024)
 
 
-def _config(q):
-    """Launch options for q's device and head dim: GPU_CONFIG, with fewer stages, then smaller key tiles,
-    where the pipeline's K and V buffers would not fit in shared memory (a T4 has 64 KB, an H200 227 KB)."""
+def _config(q, paged=False):
+    """Launch options for q's device, head dim and cache layout: GPU_CONFIG (PAGED_EXTRA_STAGES more stages for
+    a paged cache), with fewer stages, then smaller key tiles, where the pipeline's K and V buffers would not
+    fit in shared memory (a T4 has 64 KB, an H200 227 KB)."""
     if q.device.type != "cuda":
         return CPU_CONFIG
-    cfg = dict(GPU_CONFIG)
+    extra = PAGED_EXTRA_STAGES if paged else 0
+    cfg = dict(GPU_CONFIG, num_stages=GPU_CONFIG["num_stages"] + extra)
     head_dim = max(16, triton.next_power_of_2(q.shape[-1]))
     budget = 0.75 * _shared_memory(q.device.index)
-    while cfg["num_stages"] * cfg["block_n"] * head_dim * 2 * q.element_size() > budget:
-        if cfg["num_stages"] > 2:
+    buffers = lambda: max(1, cfg["num_stages"] - 1 - extra)          # K and V tiles in flight
+    while buffers() * cfg["block_n"] * head_dim * 2 * q.element_size() > budget:
+        if buffers() > 1:
             cfg["num_stages"] -= 1
         elif cfg["block_n"] > 16:
             cfg["block_n"] //= 2
@@ -167,7 +174,7 @@ def _num_splits(programs, n_tiles, slots):
 
 def choose_num_splits(q, k_cache, block_table=None, block_n=None):
     """The split count `fa2.decode` uses for these shapes: from B, Hkv, the cache's capacity and the SM count."""
-    block_n = block_n or _config(q)["block_n"]
+    block_n = block_n or _config(q, block_table is not None)["block_n"]
     _, m_tiles, n_tiles = decode_tiles(q, k_cache, block_table, block_n)
     programs = q.shape[0] * cache_geometry(k_cache, block_table)[0] * m_tiles     # B · H_KV · M tiles
     return _num_splits(programs, n_tiles, _sm_count(q.device) * CTAS_PER_SM)
@@ -187,7 +194,7 @@ class DecodePlan:
 
     def __init__(self, q, k_cache, v_cache, cache_seqlens, block_table, scale, num_splits, window_left, softcap,
                  config=None):
-        cfg = dict(_config(q), **(config or {}))
+        cfg = dict(_config(q, block_table is not None), **(config or {}))
         B, H_Q, N_Q, D = q.shape
         self.num_splits = num_splits or choose_num_splits(q, k_cache, block_table, cfg["block_n"])
         self.lse_shape = (B, H_Q, N_Q)

@@ -7,12 +7,13 @@ from fa2 import bench_decode
 def test_tiny_decode_sweep_writes_checked_rows(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(bench_decode, "SPLIT_CANDIDATES", (1, 5))
     monkeypatch.setattr(bench_decode, "CONFIG_CANDIDATES", [dict(block_n=32, num_warps=4, num_stages=2)])
+    monkeypatch.setattr(bench_decode, "PAGED_CONFIG_CANDIDATES", [dict(block_n=32, num_warps=4, num_stages=4)])
     rows = bench_decode.run_sweep(tmp_path, shapes=bench_decode.tiny(), names=["copy", "fa2"], command="test")
     with open(tmp_path / "decode.csv", newline="") as file:
         reader = csv.DictReader(file)
         assert reader.fieldnames == bench_decode.COLUMNS
         written = list(reader)
-    assert len(written) == len(rows) == 2 * 2 + 3          # copy + fa2 per shape, 3 tuning rows (contiguous)
+    assert len(written) == len(rows) == 2 * 2 + 3 + 1      # copy + fa2 per shape; tuning: 3 contiguous, 1 paged
     for row in written:
         assert row["error"] == "" and float(row["gpu_us"]) > 0 and float(row["gbs"]) > 0, row
         if row["provider"] != "copy":
@@ -22,7 +23,8 @@ def test_tiny_decode_sweep_writes_checked_rows(tmp_path, monkeypatch, capsys):
     assert all(float(r["rel_err_ragged"]) <= bench_decode.MAX_REL_ERR for r in fa2_rows)
     assert {r["num_splits"] for r in written if r["provider"] == "fa2_tune"} >= {"1", "5"}
     assert (tmp_path / "decode.png").stat().st_size > 10_000
-    assert "tuning (contiguous)" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "tuning: fa2.decode" in printed and "paged16" in printed
 
 
 def test_bytes_and_family():

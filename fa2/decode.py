@@ -225,11 +225,18 @@ class DecodePlan:
         split_out = (o, lse) if self.combine is None else (o_part, lse_part)
         args = (q, k_cache, v_cache, cache_seqlens if self.has_seqlens else q, block_table if self.paged else q,
                 *split_out, *self.split_kv_scalars)
-        self.split_kv.direct(*args) if self.split_kv.ready() else self.split_kv(*args)
+        _launch(self.split_kv, args)
         if self.combine is not None:
-            args = (o_part, lse_part, o, lse, *self.combine_scalars)
-            self.combine.direct(*args) if self.combine.ready() else self.combine(*args)
+            _launch(self.combine, (o_part, lse_part, o, lse, *self.combine_scalars))
         return o, lse
+
+
+def _launch(lean, args):
+    """The compiled kernel's launcher once there is one (see fa2/plan.py), the JIT before."""
+    if lean.ready():
+        lean.direct(*args)
+    else:
+        lean(*args)
 
 
 def _layout(t):

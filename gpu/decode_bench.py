@@ -5,7 +5,8 @@
 OUT_DIR defaults to $OUT, else book/results. Writes OUT_DIR/decode.csv (one row per shape and provider,
 with the command that made it) and OUT_DIR/decode.png (GB/s vs cache length, copy ceiling drawn) when
 matplotlib is importable; prints the summary table, the issue's goals (MET/MISS) and the tuning table.
-Exits 1 when an fa2 output (fa2.decode or a candidate launch) failed its check or fa2.decode raised. What is measured: `fa2/bench_decode.py`.
+Exits 1 when an fa2 output (fa2.decode or a candidate launch) failed its check or fa2.decode raised.
+What is measured, and how: `fa2/bench_decode.py`.
 """
 import argparse
 import os

@@ -1,5 +1,6 @@
 """The decode benchmark (fa2/bench_decode.py) end to end on CPU-sized shapes: checked rows, CSV, plot."""
 import csv
+import importlib.util
 
 from fa2 import bench_decode
 
@@ -22,7 +23,8 @@ def test_tiny_decode_sweep_writes_checked_rows(tmp_path, monkeypatch, capsys):
     assert {r["layout"] for r in fa2_rows} == {"contiguous", "paged16"}
     assert all(float(r["rel_err_ragged"]) <= bench_decode.MAX_REL_ERR for r in fa2_rows)
     assert {r["num_splits"] for r in written if r["provider"] == "fa2_tune"} >= {"1", "5"}
-    assert (tmp_path / "decode.png").stat().st_size > 10_000
+    if importlib.util.find_spec("matplotlib"):       # the GPU image may not have it: the run then skips the plot
+        assert (tmp_path / "decode.png").stat().st_size > 10_000
     printed = capsys.readouterr().out
     assert "tuning: fa2.decode" in printed and "paged16" in printed
 

@@ -30,6 +30,7 @@ split heuristic, ``fa2.decode.GPU_CONFIG`` and ``PAGED_EXTRA_STAGES`` are chosen
 import csv
 import itertools
 import math
+import re
 import statistics
 import time
 from dataclasses import dataclass
@@ -44,7 +45,8 @@ import triton.testing
 import fa2
 from fa2 import runtime
 from fa2.chapters.decode_reference import decode_reference, poison_past, random_cache
-from fa2.decode import DecodePlan, choose_num_splits
+from fa2.chapters.flash_decoding import cache_geometry, decode_tiles, num_splits_heuristic
+from fa2.decode import CPU_SM_COUNT, MAX_SPLITS, DecodePlan, choose_num_splits
 from fa2.decode import _config as decode_config
 
 COLUMNS = ["sweep", "provider", "label", "layout", "B", "Hq", "Hkv", "N_Q", "N", "D", "dtype", "block_n",
@@ -239,10 +241,21 @@ def providers():
     return {p.name: p for p in found}
 
 
-def tuning_providers(quick=False):
-    """fa2_tune: every split count with fa2's config, then every config at the heuristic's split count
-    (contiguous caches); the paged configs at the heuristic's split count (paged caches)."""
-    splits = SPLIT_CANDIDATES[::2] if quick else SPLIT_CANDIDATES
+CTAS_PER_SM_CANDIDATES = (1, 2, 3, 4)
+
+
+def heuristic_picks(x):
+    """{programs resident per SM: the split count the heuristic picks for x with that many} on this GPU."""
+    _, m_tiles, n_tiles = decode_tiles(x.q, x.k_cache, x.block_table, decode_config(x.q)["block_n"])
+    programs = x.q.shape[0] * cache_geometry(x.k_cache, x.block_table)[0] * m_tiles
+    sms = torch.cuda.get_device_properties(0).multi_processor_count if runtime.DEVICE == "cuda" else CPU_SM_COUNT
+    return {c: num_splits_heuristic(programs, n_tiles, sms * c, MAX_SPLITS) for c in CTAS_PER_SM_CANDIDATES}
+
+
+def tuning_providers(quick=False, extra_splits=()):
+    """fa2_tune: every split count (and extra_splits) with fa2's config, then every config at the heuristic's
+    split count (contiguous caches); the paged configs at the heuristic's split count (paged caches)."""
+    splits = sorted(set(SPLIT_CANDIDATES[::2] if quick else SPLIT_CANDIDATES) | set(extra_splits))
     configs = CONFIG_CANDIDATES[1::2] if quick else CONFIG_CANDIDATES
     paged_configs = PAGED_CONFIG_CANDIDATES[1::2] if quick else PAGED_CONFIG_CANDIDATES
     contiguous, paged = (lambda shape: shape.page_size == 0), (lambda shape: shape.page_size > 0)
@@ -381,13 +394,13 @@ def device_name():
 
 
 def run_shapes(shapes, names, write, sweep="decode", tune=True, quick=False, command=""):
-    """Measure every (shape, provider), pass each row to write as soon as it exists; returns the rows."""
+    """Measure every (shape, provider), pass each row to write as soon as it exists. Returns the rows and the
+    heuristic's split count per (B, N) for each count of programs per SM (see heuristic_picks)."""
     environment = {"device": device_name(), "torch": torch.__version__, "triton": triton.__version__,
                    "command": command}
     every = providers()
     chosen = [every[n] for n in names if n in every]
-    tuning = tuning_providers(quick) if tune else []
-    rows = []
+    rows, picks = [], {}
     for shape in shapes:
         started = time.perf_counter()
         generator = torch.Generator(runtime.DEVICE).manual_seed(0)
@@ -399,6 +412,8 @@ def run_shapes(shapes, names, write, sweep="decode", tune=True, quick=False, com
             continue
         ref = reference(sets[0])
         shape_rows = []
+        picks[(shape.B, shape.N)] = heuristic_picks(sets[0])
+        tuning = tuning_providers(quick, picks[(shape.B, shape.N)].values()) if tune else []
         for provider in chosen + tuning:
             if not provider.applies(shape):
                 continue
@@ -419,7 +434,7 @@ def run_shapes(shapes, names, write, sweep="decode", tune=True, quick=False, com
         del sets, ref
         if runtime.DEVICE == "cuda":
             torch.cuda.empty_cache()
-    return rows
+    return rows, picks
 
 
 def run_sweep(out_dir, quick=False, tune=True, shapes=None, names=None, command="", plot_png=True):
@@ -440,8 +455,8 @@ def run_sweep(out_dir, quick=False, tune=True, shapes=None, names=None, command=
             writer.writerow(row)
             file.flush()
 
-        rows = run_shapes(shapes, names, write, tune=tune, quick=quick, command=command)
-    print_summary(rows)
+        rows, picks = run_shapes(shapes, names, write, tune=tune, quick=quick, command=command)
+    print_summary(rows, picks)
     print(f"wrote {csv_path}")
     if plot_png:
         try:
@@ -467,7 +482,7 @@ def _us(row):
     return float(row["gpu_us"]) if row and row.get("gpu_us") and row["check"] in ("ok", "n/a") else None
 
 
-def print_summary(rows):
+def print_summary(rows, picks=None):
     """Per (B, N): fa2's µs, GB/s and % of the copy; paged/contiguous; the peers; then the goals and tuning."""
     table = {}
     for row in rows:
@@ -507,7 +522,7 @@ def print_summary(rows):
         print("  ".join(c.rjust(w) for c, w in zip(cells, widths)))
     for goal, met in goals:
         print(f"{'MET ' if met else 'MISS'} {goal}")
-    print_tuning(rows)
+    print_tuning(rows, picks)
     for row in rows:
         if row["check"] == "fail":
             print(f"CHECK FAILED: {row['provider']} {row['label']} B={row['B']} N={row['N']} {row['layout']}: "
@@ -519,8 +534,9 @@ def print_summary(rows):
               "(on an H200 flash-attn 2.8.3 ran 0-15% faster than it in prefill, mean ≈ 1.06×)")
 
 
-def print_tuning(rows):
-    """For each shape and layout: fa2's launch and the fastest fa2_tune row, and how much slower fa2's is."""
+def print_tuning(rows, picks=None):
+    """For each shape and layout: fa2's launch and the fastest fa2_tune row, and how much slower fa2's is; with
+    picks, how close the heuristic's split count comes to the best, for each count of programs per SM."""
     groups = {}
     for row in rows:
         if row["provider"] in ("fa2", "fa2_tune") and _us(row):
@@ -535,6 +551,20 @@ def print_tuning(rows):
         if chosen:
             print(f"B={B:<3d} N={N:<7d} {layout:10s} fa2 {_us(chosen):8.1f} us ({describe(chosen)})   "
                   f"best {_us(best):8.1f} us ({describe(best)})   fa2/best {_us(chosen) / _us(best):.2f}")
+    if not picks:
+        return
+    print("\nsplit heuristic (fa2's config, contiguous): time at its pick / best time, per programs-per-SM count")
+    for c in CTAS_PER_SM_CANDIDATES:
+        ratios = []
+        for (B, N, layout), group in groups.items():
+            by_splits = {int(r["num_splits"]): _us(r) for r in group
+                         if re.fullmatch(r"fa2 launch, \d+ splits", r["label"])}
+            pick = picks.get((B, N), {}).get(c)
+            if layout == "contiguous" and pick in by_splits:
+                ratios.append(by_splits[pick] / min(_us(r) for r in group))
+        if ratios:
+            geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+            print(f"  {c} per SM: geometric mean {geomean:.3f}, worst {max(ratios):.3f} over {len(ratios)} shapes")
 
 
 PROVIDER_STYLE = {"fa2": ("#d62728", "-"), "sdpa_flash": ("#1f77b4", "-"), "sdpa_cudnn": ("#2ca02c", "-"),
@@ -550,19 +580,20 @@ def plot(rows, path=None):
     batches = sorted({r["B"] for r in rows})
     fig, axes = plt.subplots(1, len(batches), figsize=(5.2 * len(batches), 4.4), squeeze=False, sharey=True)
     for ax, B in zip(axes[0], batches):
-        lines = {}
+        lines, labels = {}, {}
         for row in rows:
             if row["B"] == B and row["provider"] != "fa2_tune" and row.get("gbs") and row["check"] in ("ok", "n/a"):
                 if row["provider"] == "copy" and row["layout"] != "contiguous":
                     continue
                 lines.setdefault((row["provider"], row["layout"]), []).append((row["N"], float(row["gbs"])))
+                labels[row["provider"]] = row.get("label") or row["provider"]
         for (provider, layout), points in sorted(lines.items()):
             points.sort()
-            label = {"copy": "copy (read + write)"}.get(provider, provider)
-            if provider == "fa2" and layout != "contiguous":
-                label = f"fa2 {layout}"
+            label = "copy K+V (read + write)" if provider == "copy" else labels[provider]
+            if provider == "fa2":
+                label = f"{label}, {layout}"
             if provider == "copy":
-                ax.plot(*zip(*points), "k--", lw=1.5, label=label)
+                ax.plot(*zip(*points), "k--", marker=".", lw=1.5, label=label)
             else:
                 color, _ = PROVIDER_STYLE.get(provider, ("#7f7f7f", "-"))
                 ax.plot(*zip(*points), color=color, ls=LAYOUT_STYLE[layout], marker="o", ms=4, label=label)
@@ -575,11 +606,12 @@ def plot(rows, path=None):
     for ax in axes[0]:
         for h, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, h)
-    fig.legend(handles.values(), handles.keys(), loc="upper center", ncol=min(len(handles), 6), frameon=False)
     first = rows[0]
     fig.suptitle(f"Decode, {first['dtype']}, Hq={first['Hq']}, Hkv={first['Hkv']}, D={first['D']} "
-                 f"on {first['device']}", y=1.06)
-    fig.tight_layout()
+                 f"on {first['device']}")
+    fig.tight_layout(rect=(0, 0, 1, 0.86))
+    fig.legend(handles.values(), handles.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.93),
+               ncol=min(len(handles), 4), frameon=False)
     if path is not None:
         fig.savefig(path, dpi=120, bbox_inches="tight")
         plt.close(fig)

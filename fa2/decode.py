@@ -1,0 +1,305 @@
+"""`fa2.decode`: Flash-Decoding over a KV cache -- input checks, the split count, launch plans, a custom op.
+
+    o = fa2.decode(q, k_cache, v_cache, cache_seqlens)                  # q (B, Hq, Nq<=16, D), cache (B, Hkv, N, D)
+    o, lse = fa2.decode(q, k_pages, v_pages, cache_seqlens, block_table, return_lse=True)   # paged cache
+
+The kernels are chapter 9's (`fa2/chapters/flash_decoding.py`). Everything the host decides -- the split count,
+the tile sizes, the grid -- depends on shapes, strides, dtypes and flags only, never on the values in
+`cache_seqlens`: a serving loop can capture one call in a CUDA graph and replay it while the cache grows.
+
+Semantics: query i of the Nq new tokens sits at position cache_seqlens[b] - Nq + i and sees the keys at or before
+it (causal, bottom-right); `window=(left, right)` (flash-attn's window_size, -1 unbounded) also hides keys before
+position - left (the right bound adds nothing to causal); `softcap` c maps scores s to c·tanh(s/c) (0/None: off).
+`cache_seqlens` None means full rows; lengths are clamped to [0, capacity] on the device. Block-table entries are
+trusted (checking them would need a copy to the host). Rows that see no key give 0 and lse -inf.
+"""
+
+import functools
+import math
+import numbers
+from typing import Optional
+
+import torch
+import triton
+
+from fa2 import runtime
+from fa2.chapters.flash_decoding import cache_geometry, decode_launch, decode_tiles, num_splits_heuristic
+from fa2.plan import LeanLaunch
+
+MAX_QUERIES = 16          # query tokens per call: 1 for decoding, a few for speculative verification
+MAX_HEAD_DIM = 256
+MAX_SPLITS = 128
+MIN_PAGE_SIZE = 16
+# Launch options on a GPU (gpu/decode_bench.py times the candidates). CTAS_PER_SM: programs resident per SM
+# that the split heuristic fills, as in FlashAttention-2's split-KV launch.
+GPU_CONFIG = dict(block_n=64, num_warps=4, num_stages=3)
+CTAS_PER_SM = 2
+# Triton 3.6's pipeliner gives the block-table load of a paged cache stages of its own: compiled for sm_90, the
+# paged loop double-buffers K and V (as the contiguous one does at num_stages=3) only from num_stages=5; below
+# that it keeps one buffer and waits for every tile (ttgir: `local_alloc ... 1x64x128` and `async_wait num=0`).
+PAGED_EXTRA_STAGES = 2
+# The interpreter: small tiles, and a pretend GPU of 4 SMs so that small CPU shapes split too.
+CPU_CONFIG = dict(block_n=16, num_warps=4, num_stages=1)
+CPU_SM_COUNT = 4
+
+
+def _fail(kind, message):
+    raise kind(f"fa2.decode: {message}")
+
+
+def _check_tensor(name, t, q):
+    if not isinstance(t, torch.Tensor):
+        _fail(TypeError, f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dim() != 4:
+        _fail(ValueError, f"{name} must be 4-D, got shape {tuple(t.shape)}")
+    if t.dtype not in (torch.float16, torch.bfloat16):
+        _fail(TypeError, f"{name} must be float16 or bfloat16, got {t.dtype}")
+    if t.dtype != q.dtype:
+        _fail(TypeError, f"{name} is {t.dtype} but q is {q.dtype}; use one dtype")
+    if t.device != q.device:
+        _fail(ValueError, f"{name} is on {t.device} but q is on {q.device}")
+    if t.numel() == 0:
+        _fail(ValueError, f"{name} is empty, shape {tuple(t.shape)}")
+
+
+def _check_int32(name, t, shape, q):
+    if not isinstance(t, torch.Tensor):
+        _fail(TypeError, f"{name} must be a torch.Tensor or None, got {type(t).__name__}")
+    if t.dtype != torch.int32:
+        _fail(TypeError, f"{name} must be int32, got {t.dtype}")
+    if tuple(t.shape) != shape:
+        _fail(ValueError, f"{name} must have shape {shape}, got {tuple(t.shape)}")
+    if t.device != q.device:
+        _fail(ValueError, f"{name} is on {t.device} but q is on {q.device}")
+
+
+def _check_inputs(q, k_cache, v_cache, cache_seqlens, block_table, scale, num_splits, window, softcap):
+    """Raise TypeError/ValueError naming the argument for anything the kernels cannot compute correctly."""
+    if not isinstance(q, torch.Tensor):
+        _fail(TypeError, f"q must be a torch.Tensor, got {type(q).__name__}")
+    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
+        _check_tensor(name, t, q)
+    if q.device.type != "cuda" and not (runtime.INTERPRET and q.device.type == "cpu"):
+        _fail(ValueError, f"q is on {q.device}; the kernels need a CUDA device (or TRITON_INTERPRET=1 for CPU)")
+    B, H_Q, N_Q, D = q.shape
+    if N_Q > MAX_QUERIES:
+        _fail(ValueError, f"q has {N_Q} query tokens (dim 2); decode takes at most {MAX_QUERIES}, "
+                          "use fa2.attention for a prefill")
+    if D > MAX_HEAD_DIM:
+        _fail(ValueError, f"head dim {D} of q is not supported (at most {MAX_HEAD_DIM})")
+    if v_cache.shape != k_cache.shape:
+        _fail(ValueError, f"v_cache must have k_cache's shape {tuple(k_cache.shape)}, got {tuple(v_cache.shape)}")
+    if block_table is None:
+        layout = "(B, Hkv, N, D)"
+        Bk, H_KV, _, Dk = k_cache.shape
+        if Bk != B:
+            _fail(ValueError, f"k_cache has batch {Bk} {layout} but q has batch {B}")
+    else:
+        layout = "(num_pages, page_size, Hkv, D) with a block_table"
+        _, page_size, H_KV, Dk = k_cache.shape
+        if not isinstance(block_table, torch.Tensor):
+            _fail(TypeError, f"block_table must be a torch.Tensor or None, got {type(block_table).__name__}")
+        if block_table.dim() != 2 or block_table.shape[1] == 0:
+            _fail(ValueError, f"block_table must be (B, max_pages) with max_pages >= 1, "
+                              f"got shape {tuple(block_table.shape)}")
+        _check_int32("block_table", block_table, (B, block_table.shape[1]), q)
+        if page_size < MIN_PAGE_SIZE or page_size & (page_size - 1):
+            _fail(ValueError, f"page_size (k_cache dim 1) must be a power of two >= {MIN_PAGE_SIZE}, got {page_size}")
+    if Dk != D:
+        _fail(ValueError, f"k_cache has head dim {Dk} {layout} but q has head dim {D}")
+    if H_Q % H_KV:
+        _fail(ValueError, f"q's {H_Q} heads are not a multiple of k_cache's {H_KV} heads {layout}")
+    if cache_seqlens is not None:
+        _check_int32("cache_seqlens", cache_seqlens, (B,), q)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k_cache, v_cache)):
+        raise NotImplementedError("fa2.decode is forward-only: call it under torch.no_grad() or "
+                                  "torch.inference_mode(), or detach q, k_cache and v_cache")
+    if scale is not None and (not isinstance(scale, numbers.Real) or not math.isfinite(scale)):
+        _fail(TypeError, f"scale must be a finite number or None, got {scale!r}")
+    if num_splits is not None and (not isinstance(num_splits, numbers.Integral) or isinstance(num_splits, bool)
+                                   or not 1 <= num_splits <= MAX_SPLITS):
+        _fail(ValueError, f"num_splits must be None or an int in [1, {MAX_SPLITS}], got {num_splits!r}")
+    if window is not None and (not isinstance(window, (tuple, list)) or len(window) != 2
+                               or not all(isinstance(w, numbers.Integral) and w >= -1 for w in window)):
+        _fail(ValueError, f"window must be None or (left, right), ints >= -1 (-1: unbounded), got {window!r}")
+    if softcap is not None and (not isinstance(softcap, numbers.Real) or not math.isfinite(softcap) or softcap < 0):
+        _fail(TypeError, f"softcap must be None or a finite number >= 0 (0: off), got {softcap!r}")
+    if q.device.type == "cuda" and q.dtype == torch.bfloat16 and _capability(q.device.index)[0] < 8:
+        _fail(TypeError, "bfloat16 needs an sm_80+ GPU (Ampere or newer); use float16 on this GPU")
+
+
+@functools.lru_cache(maxsize=None)
+def _capability(device_index):
+    return torch.cuda.get_device_capability(device_index)
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device):
+    if device.type != "cuda":
+        return CPU_SM_COUNT
+    return torch.cuda.get_device_properties(device.index).multi_processor_count
+
+
+@functools.lru_cache(maxsize=None)
+def _shared_memory(device_index):
+    props = torch.cuda.get_device_properties(device_index)
+    return getattr(props, "shared_memory_per_block_optin", 48 * 1024)
+
+
+def _config(q, paged=False):
+    """Launch options for q's device, head dim and cache layout: GPU_CONFIG (PAGED_EXTRA_STAGES more stages for
+    a paged cache), with fewer stages, then smaller key tiles, where the pipeline's K and V buffers would not
+    fit in shared memory (a T4 has 64 KB, an H200 227 KB)."""
+    if q.device.type != "cuda":
+        return CPU_CONFIG
+    extra = PAGED_EXTRA_STAGES if paged else 0
+    cfg = dict(GPU_CONFIG, num_stages=GPU_CONFIG["num_stages"] + extra)
+    head_dim = max(16, triton.next_power_of_2(q.shape[-1]))
+    budget = 0.75 * _shared_memory(q.device.index)
+    buffers = lambda: max(1, cfg["num_stages"] - 1 - extra)          # K and V tiles in flight
+    while buffers() * cfg["block_n"] * head_dim * 2 * q.element_size() > budget:
+        if buffers() > 1:
+            cfg["num_stages"] -= 1
+        elif cfg["block_n"] > 16:
+            cfg["block_n"] //= 2
+        else:
+            break
+    return cfg
+
+
+@functools.lru_cache(maxsize=4096)
+def _num_splits(programs, n_tiles, slots):
+    return num_splits_heuristic(programs, n_tiles, slots, MAX_SPLITS)
+
+
+def choose_num_splits(q, k_cache, block_table=None, block_n=None):
+    """The split count `fa2.decode` uses for these shapes: from B, Hkv, the cache's capacity and the SM count."""
+    block_n = block_n or _config(q, block_table is not None)["block_n"]
+    _, m_tiles, n_tiles = decode_tiles(q, k_cache, block_table, block_n)
+    programs = q.shape[0] * cache_geometry(k_cache, block_table)[0] * m_tiles     # B · H_KV · M tiles
+    return _num_splits(programs, n_tiles, _sm_count(q.device) * CTAS_PER_SM)
+
+
+def _softmax_scale(q, scale):
+    return 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+
+
+def _window_left(window):
+    return -1 if window is None else int(window[0])
+
+
+class DecodePlan:
+    """One input signature's decode: split count, grid, strides and scalars fixed; each call allocates the
+    outputs and the workspace and launches the split-KV kernel (and the combine when there are splits)."""
+
+    def __init__(self, q, k_cache, v_cache, cache_seqlens, block_table, scale, num_splits, window_left, softcap,
+                 config=None):
+        cfg = dict(_config(q, block_table is not None), **(config or {}))
+        B, H_Q, N_Q, D = q.shape
+        self.num_splits = num_splits or choose_num_splits(q, k_cache, block_table, cfg["block_n"])
+        self.lse_shape = (B, H_Q, N_Q)
+        self.part_shape = (B, H_Q, N_Q, self.num_splits, D)
+        o, lse, o_part, lse_part = self._outputs(q)
+        launches = decode_launch(q, k_cache, v_cache, cache_seqlens, block_table, o, lse, o_part, lse_part, scale,
+                                 self.num_splits, window_left, softcap, **cfg)
+        (kernel, grid, args, options), *combine = launches
+        self.split_kv = LeanLaunch(kernel, grid, options, q.device.index)
+        self.split_kv_scalars = args[7:]              # everything after the seven tensors
+        self.has_seqlens, self.paged = cache_seqlens is not None, block_table is not None
+        self.combine = None
+        if combine:
+            kernel, grid, args, options = combine[0]
+            self.combine = LeanLaunch(kernel, grid, options, q.device.index)
+            self.combine_scalars = args[4:]
+
+    def _outputs(self, q):
+        o = torch.empty_like(q)
+        lse = torch.empty(self.lse_shape, device=q.device, dtype=torch.float32)
+        if self.num_splits == 1:
+            return o, lse, None, None
+        o_part = torch.empty(self.part_shape, device=q.device, dtype=torch.float32)
+        return o, lse, o_part, torch.empty(self.part_shape[:-1], device=q.device, dtype=torch.float32)
+
+    def __call__(self, q, k_cache, v_cache, cache_seqlens=None, block_table=None):
+        o, lse, o_part, lse_part = self._outputs(q)
+        split_out = (o, lse) if self.combine is None else (o_part, lse_part)
+        args = (q, k_cache, v_cache, cache_seqlens if self.has_seqlens else q, block_table if self.paged else q,
+                *split_out, *self.split_kv_scalars)
+        _launch(self.split_kv, args)
+        if self.combine is not None:
+            _launch(self.combine, (o_part, lse_part, o, lse, *self.combine_scalars))
+        return o, lse
+
+
+def _launch(lean, args):
+    """The compiled kernel's launcher once there is one (see fa2/plan.py), the JIT before."""
+    if lean.ready():
+        lean.direct(*args)
+    else:
+        lean(*args)
+
+
+def _layout(t):
+    """What a compiled kernel assumes about a tensor argument: shape, strides, dtype, device, 16-byte alignment."""
+    return None if t is None else (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0)
+
+
+def signature(q, k_cache, v_cache, cache_seqlens, block_table, scale, num_splits, window, softcap):
+    """Everything a plan depends on (raises AttributeError/TypeError for non-tensors or unhashable flags)."""
+    key = (_layout(q), _layout(k_cache), _layout(v_cache), _layout(cache_seqlens), _layout(block_table),
+           scale.__class__, scale, num_splits.__class__, num_splits, window.__class__, window,
+           softcap.__class__, softcap,
+           torch.is_grad_enabled() and (q.requires_grad or k_cache.requires_grad or v_cache.requires_grad))
+    hash(key)
+    return key
+
+
+_PLANS = {}
+MAX_PLANS = 4096
+
+
+def _plan(q, k_cache, v_cache, cache_seqlens, block_table, scale, num_splits, window, softcap):
+    """The cached plan of this signature, made (after the input checks) on a miss."""
+    args = (q, k_cache, v_cache, cache_seqlens, block_table, scale, num_splits, window, softcap)
+    try:
+        return _PLANS[signature(*args)]
+    except (KeyError, AttributeError, TypeError):     # new signature, or not tensors / unhashable flags
+        pass
+    _check_inputs(*args)
+    plan = DecodePlan(q, k_cache, v_cache, cache_seqlens, block_table, _softmax_scale(q, scale), num_splits,
+                      _window_left(window), float(softcap or 0.0))
+    try:
+        key = signature(*args)
+    except TypeError:                                 # a list for window: valid, but not a dict key
+        return plan
+    if len(_PLANS) >= MAX_PLANS:
+        _PLANS.clear()
+    _PLANS[key] = plan
+    return plan
+
+
+@torch.library.custom_op("fa2::decode", mutates_args=())
+def _decode_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+               cache_seqlens: Optional[torch.Tensor], block_table: Optional[torch.Tensor], scale: float,
+               num_splits: int, window_left: int, softcap: float) -> tuple[torch.Tensor, torch.Tensor]:
+    window = None if window_left < 0 else (window_left, -1)
+    plan = _plan(q, k_cache, v_cache, cache_seqlens, block_table, scale, num_splits or None, window, softcap)
+    return plan(q, k_cache, v_cache, cache_seqlens, block_table)
+
+
+@_decode_op.register_fake
+def _(q, k_cache, v_cache, cache_seqlens, block_table, scale, num_splits, window_left, softcap):
+    return torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32)
+
+
+def decode(q, k_cache, v_cache, cache_seqlens=None, block_table=None, scale=None, num_splits=None,
+           return_lse=False, window=None, softcap=None):
+    """Attention of a few new query tokens over a KV cache (Flash-Decoding); causal inside the query block."""
+    if torch.compiler.is_compiling():                 # torch.compile sees the custom op
+        _check_inputs(q, k_cache, v_cache, cache_seqlens, block_table, scale, num_splits, window, softcap)
+        o, lse = _decode_op(q, k_cache, v_cache, cache_seqlens, block_table, _softmax_scale(q, scale),
+                            num_splits or 0, _window_left(window), float(softcap or 0.0))
+    else:
+        plan = _plan(q, k_cache, v_cache, cache_seqlens, block_table, scale, num_splits, window, softcap)
+        o, lse = plan(q, k_cache, v_cache, cache_seqlens, block_table)
+    return (o, lse) if return_lse else o

@@ -1,0 +1,42 @@
+"""The decode benchmark (fa2/bench_decode.py) end to end on CPU-sized shapes: checked rows, CSV, plot."""
+import csv
+import importlib.util
+
+import torch
+
+from fa2 import bench_decode, runtime
+
+
+def test_tiny_decode_sweep_writes_checked_rows(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(bench_decode, "SPLIT_CANDIDATES", (1, 5))
+    monkeypatch.setattr(bench_decode, "CONFIG_CANDIDATES", [dict(block_n=32, num_warps=4, num_stages=2)])
+    monkeypatch.setattr(bench_decode, "PAGED_CONFIG_CANDIDATES", [dict(block_n=32, num_warps=4, num_stages=4)])
+    rows = bench_decode.run_sweep(tmp_path, shapes=bench_decode.tiny(), names=["copy", "fa2"], command="test")
+    with open(tmp_path / "decode.csv", newline="") as file:
+        reader = csv.DictReader(file)
+        assert reader.fieldnames == bench_decode.COLUMNS
+        written = list(reader)
+    contiguous = bench_decode.tiny()[0]
+    picks = bench_decode.heuristic_picks(bench_decode.make_inputs(contiguous, torch.Generator(runtime.DEVICE)))
+    split_rows = len({1, 5} | set(picks.values()))          # the split counts, and what the heuristic would pick
+    assert len(written) == len(rows) == 2 * 2 + split_rows + 1 + 1   # copy + fa2 per shape, tuning rows
+    for row in written:
+        assert row["error"] == "" and float(row["gpu_us"]) > 0 and float(row["gbs"]) > 0, row
+        if row["provider"] != "copy":
+            assert row["check"] == "ok" and float(row["rel_err"]) <= bench_decode.MAX_REL_ERR, row
+    fa2_rows = [r for r in written if r["provider"] == "fa2"]
+    assert {r["layout"] for r in fa2_rows} == {"contiguous", "paged16"}
+    assert all(float(r["rel_err_ragged"]) <= bench_decode.MAX_REL_ERR for r in fa2_rows)
+    tuned_splits = {r["num_splits"] for r in written if r["provider"] == "fa2_tune"}
+    assert tuned_splits >= {"1", "5"} | {str(p) for p in picks.values()}
+    if importlib.util.find_spec("matplotlib"):       # the GPU image may not have it: the run then skips the plot
+        assert (tmp_path / "decode.png").stat().st_size > 10_000
+    printed = capsys.readouterr().out
+    assert "tuning: fa2.decode" in printed and "paged16" in printed
+
+
+def test_bytes_and_family():
+    shape = bench_decode.DecodeShape(B=1, N=8192)
+    assert shape.kv_bytes() == 2 * 8 * 8192 * 128 * 2          # K and V, bf16
+    family = bench_decode.family()
+    assert len(family) == 3 * 5 * 3 and {s.layout for s in family} == {"contiguous", "paged16", "paged256"}

@@ -1,0 +1,290 @@
+"""fa2.decode (Flash-Decoding): fp64 reference over ragged, paged and poisoned caches; splits; errors; graphs."""
+import math
+
+import pytest
+import torch
+
+import fa2
+from fa2 import runtime
+from fa2.chapters.decode_reference import decode_reference, random_cache
+from fa2.chapters.flash_decoding import flash_decode, num_splits_heuristic
+from fa2.decode import _PLANS, choose_num_splits
+from conftest import requires_gpu
+
+DEVICE = runtime.DEVICE
+
+
+def seqlens(*values):
+    return torch.tensor(values, dtype=torch.int32, device=DEVICE)
+
+
+def inputs(B, Hq, Hkv, Nq, D, capacity, lengths, dtype=torch.float16, page_size=None, layout="bhnd", seed=0):
+    """Fresh q and a poisoned cache (NaN past each row's length and in unused pages)."""
+    gen = torch.Generator(DEVICE).manual_seed(seed)
+    q = torch.randn(B, Hq, Nq, D, device=DEVICE, generator=gen).to(dtype)
+    k, v, table = random_cache(B, Hkv, capacity, D, dtype, lengths, page_size, layout, generator=gen)
+    return q, k, v, table
+
+
+def assert_matches_reference(o, lse, q, k, v, lengths, table, scale=None, window=None, softcap=None):
+    """o within the dtype's rounding of the fp64 reference; lse within fp32's; -inf exactly where no key."""
+    ref_o, ref_lse = decode_reference(q, k, v, lengths, table, scale, window, softcap)
+    assert o.shape == q.shape and o.dtype == q.dtype
+    assert lse.shape == q.shape[:3] and lse.dtype == torch.float32
+    assert torch.isfinite(o).all(), "NaN/inf in the output: poison leaked or a 0/0"
+    tol = 1e-2 if q.dtype == torch.bfloat16 else 2e-3
+    torch.testing.assert_close(o.double(), ref_o, atol=tol, rtol=tol)
+    seen = torch.isfinite(ref_lse)
+    assert torch.equal(torch.isneginf(lse), ~seen), "lse must be -inf exactly for rows that see no key"
+    torch.testing.assert_close(lse[seen].double(), ref_lse[seen], atol=1e-4, rtol=1e-5)
+
+
+CASES = [  # (B, Hq, Hkv, Nq, D, capacity, lengths, page_size, num_splits, dtype)
+    (3, 2, 2, 1, 32, 80, (1, 37, 80), None, 1, torch.float16),         # MHA, one split, length 1
+    (3, 2, 2, 1, 32, 80, (1, 37, 80), None, 3, torch.bfloat16),        # 3 splits that do not divide lengths
+    (2, 8, 2, 4, 64, 100, (100, 45), None, None, torch.float16),       # GQA 4, Nq 4, the heuristic's splits
+    (2, 8, 1, 1, 32, 96, (96, 33), 16, 4, torch.bfloat16),             # GQA 8, paged 16
+    (2, 4, 1, 4, 32, 130, (130, 67), 64, 2, torch.float16),            # paged 64, a page split by tiles
+    (2, 8, 1, 4, 80, 64, (64, 19), 16, 5, torch.bfloat16),             # D=80 (padded tile), 32 packed rows
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(
+    str(x).replace("torch.", "") for x in c if not isinstance(x, tuple)))
+def test_matches_fp64_reference(case):
+    B, Hq, Hkv, Nq, D, capacity, lengths, page_size, num_splits, dtype = case
+    lengths = seqlens(*lengths)
+    q, k, v, table = inputs(B, Hq, Hkv, Nq, D, capacity, lengths, dtype, page_size)
+    o, lse = fa2.decode(q, k, v, lengths, table, num_splits=num_splits, return_lse=True)
+    assert_matches_reference(o, lse, q, k, v, lengths, table)
+
+
+def test_splits_agree_with_one_split():
+    """The combine is exact up to rounding: 1, 2, 7 and 13 splits (some empty) give the same output."""
+    lengths = seqlens(150, 91)
+    q, k, v, _ = inputs(2, 4, 1, 1, 32, 150, lengths, torch.float16, seed=1)
+    o1, lse1 = flash_decode(q, k, v, lengths, num_splits=1)
+    for splits in (2, 7, 13):                      # 13 splits of <= 10 tiles: some splits get no key
+        o, lse = flash_decode(q, k, v, lengths, num_splits=splits)
+        torch.testing.assert_close(o, o1, atol=2e-3, rtol=0)
+        torch.testing.assert_close(lse, lse1, atol=1e-5, rtol=1e-6)
+    assert_matches_reference(o, lse, q, k, v, lengths, None)
+
+
+def test_strided_cache_and_q():
+    """Caches seen through a transpose ((B, N, H, D) buffers) and q with no unit stride but the last."""
+    lengths = seqlens(50, 23)
+    q, k, v, _ = inputs(2, 4, 2, 2, 32, 50, lengths, torch.bfloat16, layout="bnhd")
+    q = torch.randn(2, 2, 4, 32, device=DEVICE).to(torch.bfloat16).transpose(1, 2)
+    o, lse = fa2.decode(q, k, v, lengths, num_splits=2, return_lse=True)
+    assert_matches_reference(o, lse, q, k, v, lengths, None)
+
+
+def test_full_capacity_when_cache_seqlens_is_none():
+    full = seqlens(48, 48)
+    q, k, v, table = inputs(2, 4, 2, 1, 32, 48, full, torch.float16, page_size=16)
+    o, lse = fa2.decode(q, k, v, None, table, num_splits=2, return_lse=True)
+    assert_matches_reference(o, lse, q, k, v, None, table)
+
+
+@pytest.mark.parametrize("window", [(8, 0), (0, -1), (20, -1)], ids=["left8", "self-only", "left20"])
+def test_sliding_window(window):
+    lengths = seqlens(90, 13)
+    q, k, v, table = inputs(2, 4, 2, 4, 32, 96, lengths, torch.float16, page_size=16)
+    o, lse = fa2.decode(q, k, v, lengths, table, num_splits=3, window=window, return_lse=True)
+    assert_matches_reference(o, lse, q, k, v, lengths, table, window=window)
+
+
+def test_softcap_and_scale():
+    lengths = seqlens(60, 31)
+    q, k, v, _ = inputs(2, 4, 1, 2, 32, 60, lengths, torch.bfloat16)
+    o, lse = fa2.decode(q, k, v, lengths, scale=1.0, softcap=3.0, num_splits=2, return_lse=True)
+    assert_matches_reference(o, lse, q, k, v, lengths, None, scale=1.0, softcap=3.0)
+    capped = decode_reference(q, k, v, lengths, scale=1.0, softcap=3.0)[0]
+    uncapped = decode_reference(q, k, v, lengths, scale=1.0)[0]
+    assert (capped - uncapped).abs().max() > 0.1, "the test's softcap must change the answer"
+
+
+def test_rows_without_keys_are_zero_not_nan():
+    """Empty rows (length 0) and queries before the first key (Nq > length) give o = 0, lse = -inf."""
+    lengths = seqlens(0, 2)
+    q, k, v, _ = inputs(2, 2, 1, 4, 32, 40, lengths, torch.float16)
+    for splits in (1, 3):
+        o, lse = fa2.decode(q, k, v, lengths, num_splits=splits, return_lse=True)
+        assert (o[0] == 0).all() and torch.isneginf(lse[0]).all()
+        assert (o[1, :, :2] == 0).all() and torch.isneginf(lse[1, :, :2]).all()   # pos -2, -1
+        assert_matches_reference(o, lse, q, k, v, lengths, None)
+
+
+def test_plan_does_not_depend_on_length_values():
+    """One plan serves every cache_seqlens value (what CUDA-graph replay needs): grow the lengths in place."""
+    lengths = seqlens(5, 17)
+    q, k, v, table = inputs(2, 4, 2, 1, 32, 64, seqlens(64, 64), torch.float16, page_size=16)
+    fa2.decode(q, k, v, lengths, table)
+    plans = len(_PLANS)
+    for grown in ((40, 17), (64, 63)):
+        lengths.copy_(seqlens(*grown))
+        q.copy_(torch.randn_like(q))
+        o, lse = fa2.decode(q, k, v, lengths, table, return_lse=True)
+        assert_matches_reference(o, lse, q, k, v, lengths, table)
+    assert len(_PLANS) == plans
+
+
+def test_every_output_element_written(monkeypatch):
+    """Outputs and workspace start as NaN: anything the kernels forget to write stays NaN and fails."""
+    real_empty, real_empty_like = torch.empty, torch.empty_like
+    monkeypatch.setattr(torch, "empty_like", lambda t, **kw: real_empty_like(t, **kw).fill_(math.nan))
+    monkeypatch.setattr(torch, "empty", lambda *a, **kw: real_empty(*a, **kw).fill_(math.nan))
+    _PLANS.clear()
+    lengths = seqlens(33, 1)
+    q, k, v, _ = inputs(2, 6, 2, 3, 24, 40, lengths, torch.float16)
+    for splits in (1, 4):
+        o, lse = fa2.decode(q, k, v, lengths, num_splits=splits, return_lse=True)
+        assert_matches_reference(o, lse, q, k, v, lengths, None)
+
+
+def test_torch_compile_fullgraph():
+    lengths = seqlens(30, 7)
+    q, k, v, table = inputs(2, 4, 2, 1, 32, 32, lengths, torch.bfloat16, page_size=16)
+    step = lambda q, k, v, n, t: fa2.decode(q, k, v, n, t, return_lse=True)
+    o, lse = torch.compile(step, backend="aot_eager", fullgraph=True)(q, k, v, lengths, table)
+    assert_matches_reference(o, lse, q, k, v, lengths, table)
+
+
+def test_num_splits_heuristic():
+    slots = 132 * 2                                    # an H200 at two programs per SM
+    assert num_splits_heuristic(32 * 8, 2048, slots) == 1          # the grid already fills the GPU
+    assert num_splits_heuristic(8, 64, slots) == 32                # B=1, 8 KV heads: 256 of 264 slots
+    assert num_splits_heuristic(8, 2048, slots) == 29              # 232 slots: within 85 % of the best
+    assert num_splits_heuristic(8, 3, slots) == 3                  # never more splits than key tiles
+    assert num_splits_heuristic(1, 64, 1024, max_splits=16) == 16
+    for programs, tiles in ((1, 1), (8, 130), (64, 7), (100, 1000)):
+        splits = num_splits_heuristic(programs, tiles, slots)
+        assert 1 <= splits <= max(1, min(tiles, 128))
+
+
+def test_split_count_comes_from_shapes_only():
+    q = torch.zeros(1, 8, 1, 128, dtype=torch.float16, device=DEVICE)
+    k = torch.zeros(1, 1, 256, 128, dtype=torch.float16, device=DEVICE)
+    assert choose_num_splits(q, k) == choose_num_splits(q.clone(), k.clone()) >= 2
+
+
+def _good():
+    lengths = seqlens(20, 9)
+    q, k, v, table = inputs(2, 4, 2, 1, 32, 32, lengths, torch.float16, page_size=16)
+    return dict(q=q, k_cache=k, v_cache=v, cache_seqlens=lengths, block_table=table)
+
+
+def _with(**changes):
+    """Good inputs with some replaced: a callable change gets the good inputs and returns the bad value."""
+    good = _good()
+    return {name: change(good) if callable(change) else change for name, change in {**good, **changes}.items()}
+
+
+@pytest.mark.parametrize("changes, exc, match", [
+    (dict(q=lambda g: g["q"].float()), TypeError, "q must be float16"),
+    (dict(k_cache=lambda g: g["k_cache"].bfloat16()), TypeError, "k_cache is torch.bfloat16"),
+    (dict(v_cache=lambda g: g["v_cache"][:, :8]), ValueError, "v_cache must have k_cache's shape"),
+    (dict(q=lambda g: g["q"][0]), ValueError, "q must be 4-D"),
+    (dict(q=lambda g: g["q"].tolist()), TypeError, "q must be a torch.Tensor"),
+    (dict(q=lambda g: g["q"].expand(2, 4, 17, 32)), ValueError, "at most 16"),
+    (dict(q=lambda g: g["q"][:, :3]), ValueError, "heads are not a multiple"),
+    (dict(q=lambda g: g["q"][..., :16]), ValueError, "head dim"),
+    (dict(cache_seqlens=lambda g: g["cache_seqlens"].long()), TypeError, "cache_seqlens must be int32"),
+    (dict(cache_seqlens=lambda g: g["cache_seqlens"][:1]), ValueError, "cache_seqlens must have shape"),
+    (dict(block_table=lambda g: g["block_table"].long()), TypeError, "block_table must be int32"),
+    (dict(block_table=lambda g: g["block_table"][0]), ValueError, "block_table must be"),
+    (dict(block_table=lambda g: g["block_table"][:1]), ValueError, "block_table must have shape"),
+    (dict(k_cache=lambda g: g["k_cache"][:, :12], v_cache=lambda g: g["v_cache"][:, :12]), ValueError,
+     "page_size"),
+    (dict(block_table=None), ValueError, "k_cache has batch"),
+], ids=["q-fp32", "k-dtype", "v-shape", "q-3d", "q-list", "nq-17", "gqa", "headdim", "seqlens-int64",
+        "seqlens-shape", "table-int64", "table-1d", "table-batch", "page-12", "paged-without-table"])
+def test_bad_input_raises_naming_the_argument(changes, exc, match):
+    with pytest.raises(exc, match=match):
+        fa2.decode(**_with(**changes))
+
+
+@pytest.mark.parametrize("flag, value, exc", [
+    ("scale", float("nan"), TypeError), ("num_splits", 0, ValueError), ("num_splits", 129, ValueError),
+    ("num_splits", 2.0, ValueError), ("window", (3,), ValueError), ("window", (-2, 0), ValueError),
+    ("softcap", -1.0, TypeError)])
+def test_bad_flags_raise_naming_the_flag(flag, value, exc):
+    with pytest.raises(exc, match=flag):
+        fa2.decode(**_good(), **{flag: value})
+
+
+def test_inputs_that_need_grad_raise():
+    good = _good()
+    good["q"].requires_grad_(True)
+    with pytest.raises(NotImplementedError, match="forward-only"):
+        fa2.decode(**good)
+
+
+# ------------------------------------------------------------------------------------------------ GPU only
+
+@requires_gpu
+@pytest.mark.parametrize("page_size", [None, 16, 256], ids=["contiguous", "paged16", "paged256"])
+def test_cuda_graph_replay_follows_the_lengths(page_size):
+    """Capture one decode step, then replay it with longer cache_seqlens and a new q: the reference agrees."""
+    capacity = 4096
+    lengths = seqlens(1, 700, 2500, 4096)
+    q, k, v, table = inputs(4, 32, 8, 1, 128, capacity, seqlens(*[capacity] * 4), torch.bfloat16, page_size)
+    fa2.decode(q, k, v, lengths, table)                 # compile and plan outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o, lse = fa2.decode(q, k, v, lengths, table, return_lse=True)
+    for grown in ((1, 700, 2500, 4096), (2, 1500, 3001, 4096), (1000, 4000, 4095, 4096)):
+        lengths.copy_(seqlens(*grown))
+        q.copy_(torch.randn_like(q))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_matches_reference(o, lse, q, k, v, lengths, table)
+
+
+@requires_gpu
+@pytest.mark.parametrize("page_size", [None, 16, 256], ids=["contiguous", "paged16", "paged256"])
+@pytest.mark.parametrize("Nq", [1, 4, 16])
+def test_family_shapes(page_size, Nq):
+    """The benchmark family's heads (32 query, 8 KV, D 128), bf16, ragged lengths up to 16k."""
+    lengths = seqlens(1, 777, 8192, 16384)
+    q, k, v, table = inputs(4, 32, 8, Nq, 128, 16384, lengths, torch.bfloat16, page_size)
+    o, lse = fa2.decode(q, k, v, lengths, table, return_lse=True)
+    assert_matches_reference(o, lse, q, k, v, lengths, table)
+
+
+@requires_gpu
+@pytest.mark.parametrize("D", [64, 80, 96, 256])
+def test_head_dims_on_gpu(D):
+    lengths = seqlens(3000, 129)
+    q, k, v, table = inputs(2, 16, 2, 2, D, 4096, lengths, torch.float16, 64)
+    for splits in (None, 1):
+        o, lse = fa2.decode(q, k, v, lengths, table, num_splits=splits, return_lse=True)
+        assert_matches_reference(o, lse, q, k, v, lengths, table)
+
+
+@requires_gpu
+def test_offsets_past_two_to_the_31():
+    """A paged cache of 2.2e9 elements per tensor: pages at the end need 64-bit offsets."""
+    page_size, H_KV, D = 256, 8, 128
+    pages = 2**31 // (page_size * H_KV * D) + 8
+    k = torch.zeros(pages, page_size, H_KV, D, dtype=torch.bfloat16, device="cuda")
+    v = torch.zeros_like(k)
+    table = torch.arange(pages - 4, pages, dtype=torch.int32, device="cuda")[None]    # the last 4 pages
+    gen = torch.Generator("cuda").manual_seed(0)
+    k[-4:] = torch.randn(4, page_size, H_KV, D, device="cuda", generator=gen).to(torch.bfloat16)
+    v[-4:] = torch.randn(4, page_size, H_KV, D, device="cuda", generator=gen).to(torch.bfloat16)
+    q = torch.randn(1, 32, 1, D, device="cuda", generator=gen).to(torch.bfloat16)
+    lengths = seqlens(1000)
+    o, lse = fa2.decode(q, k, v, lengths, table, return_lse=True)
+    assert_matches_reference(o, lse, q, k, v, lengths, table)
+
+
+@requires_gpu
+def test_torch_compile_inductor_on_gpu():
+    lengths = seqlens(3000, 17)
+    q, k, v, table = inputs(2, 32, 8, 1, 128, 4096, lengths, torch.bfloat16, 16)
+    step = torch.compile(lambda q, k, v, n, t: fa2.decode(q, k, v, n, t, return_lse=True), fullgraph=True)
+    o, lse = step(q, k, v, lengths, table)
+    assert_matches_reference(o, lse, q, k, v, lengths, table)

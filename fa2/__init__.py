@@ -7,7 +7,7 @@
 
 from . import runtime  # noqa: F401  (first: picks GPU or the Triton interpreter before triton loads)
 from .api import attention
-from .decode import decode
+from .decoding import decode
 
 __version__ = "0.1.0"
 __all__ = ["attention", "decode"]

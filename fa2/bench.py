@@ -4,6 +4,7 @@
     python -m fa2.bench --sweep reference --no-plot         # the book's full sweep (96 shapes)
     python -m fa2.bench --sweep headline --providers fa2,sdpa_flash --gqa 8
     python -m fa2.bench --sweep headdim                     # D = 64, 80, 96, 128, 160, 192, 256
+    python -m fa2.bench --sweep decode                      # fa2.decode: GB/s against its peers and a copy
     python -m fa2.bench --sweep tiny                        # CPU: Triton interpreter vs SDPA's math backend
 
 Providers: ``fa2`` (``fa2.attention``), ``fa2@v0`` ... ``fa2@v5`` (chapter 6's ladder, ``fa2.ladder``), ``sdpa_flash`` (SDPA's FLASH backend: the FA2 kernels vendored in
@@ -458,7 +459,8 @@ def plot(rows, names, path, sweep):
 def parse_args(argv):
     """The command line, checked: known sweep and providers, Hkv dividing every H."""
     parser = argparse.ArgumentParser(prog="python -m fa2.bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sweep", choices=sorted(SWEEPS), default="tiny" if runtime.DEVICE != "cuda" else "headline",
+    parser.add_argument("--sweep", choices=sorted([*SWEEPS, "decode"]),
+                        default="tiny" if runtime.DEVICE != "cuda" else "headline",
                         help="named set of shapes (default: headline on a GPU, tiny on the CPU)")
     parser.add_argument("--providers", help=f"comma list from {','.join(all_providers())} "
                                             f"(default here: {','.join(default_providers())})")
@@ -470,13 +472,15 @@ def parse_args(argv):
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG")
     parser.add_argument("--gqa", type=int, metavar="HKV", help="number of KV heads (default: as many as query heads)")
     parser.add_argument("--max-n", type=int, metavar="N", help="only the sweep's shapes with N <= this")
+    parser.add_argument("--quick", action="store_true", help="decode sweep: fewer shapes and candidates")
+    parser.add_argument("--no-tune", action="store_true", help="decode sweep: skip the fa2_tune candidate rows")
     parser.add_argument("--from-csv", type=Path, metavar="CSV",
                         help="measure nothing: print the table and draw the plot of a CSV this CLI wrote")
     args = parser.parse_args(argv)
     if runtime.DEVICE != "cuda" and not args.from_csv and args.sweep not in CPU_SWEEPS:
         parser.error(f"the {args.sweep} sweep needs a GPU: here kernels run under the Triton interpreter, which "
                      f"would take hours at these sizes; on a CPU run --sweep {' or '.join(CPU_SWEEPS)}")
-    args.shapes = [s for s in SWEEPS[args.sweep](args.gqa)
+    args.shapes = [s for s in SWEEPS.get(args.sweep, lambda hkv: [])(args.gqa)
                    if args.max_n is None or s.N <= args.max_n]
     if args.gqa is not None and (args.gqa < 1 or any(s.H % args.gqa for s in args.shapes)):
         parser.error(f"--gqa {args.gqa} must divide every H in the {args.sweep} sweep")
@@ -521,6 +525,13 @@ def main(argv=None):
     args = parse_args(argv)
     if args.from_csv:
         return replot(args)
+    if args.sweep == "decode":        # fa2.decode against its peers: a sweep of its own (fa2/bench_decode.py)
+        from fa2 import bench_decode
+        rows = bench_decode.run_sweep(args.out, quick=args.quick, tune=not args.no_tune, command=args.command,
+                                      plot_png=not args.no_plot)
+        bad = [r for r in rows if (r["provider"] == "fa2" and r["check"] == "error")
+               or (r["provider"].startswith("fa2") and r["check"] == "fail")]   # a candidate may not compile
+        return 1 if bad else 0
     providers = [all_providers()[name] for name in args.providers]
     args.out.mkdir(parents=True, exist_ok=True)
     csv_path = args.out / f"{args.name}.csv"

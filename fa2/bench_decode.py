@@ -1,6 +1,6 @@
 """Decode benchmark: `fa2.decode` against SDPA's FLASH and cuDNN backends and a copy of the same bytes.
 
-    python gpu/decode_bench.py OUT_DIR [--quick]   # the GPU run: checks, times, writes OUT_DIR/decode.{csv,png}
+    python -m fa2.bench --sweep decode --out DIR [--quick]   # the GPU run: writes DIR/decode.{csv,png}
     from fa2.bench_decode import run_sweep         # what `python -m fa2.bench --sweep decode` calls
 
 The family (issue 12): bf16, Hq = 32, Hkv = 8, D = 128, one query token, B ∈ {1, 8, 32}, cache length
@@ -28,10 +28,8 @@ split heuristic, ``fa2.decode.GPU_CONFIG`` and ``PAGED_EXTRA_STAGES`` are chosen
 """
 
 import csv
-import itertools
 import math
 import re
-import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,8 +44,9 @@ import fa2
 from fa2 import runtime
 from fa2.chapters.decode_reference import decode_reference, poison_past, random_cache
 from fa2.chapters.flash_decoding import cache_geometry, decode_tiles, num_splits_heuristic
-from fa2.decode import CPU_SM_COUNT, MAX_SPLITS, DecodePlan, choose_num_splits
-from fa2.decode import _config as decode_config
+from fa2.decoding import CPU_SM_COUNT, MAX_SPLITS, DecodePlan, choose_num_splits
+from fa2.decoding import _config as decode_config
+from fa2.testing import rel_err, rotation_size, time_ms
 
 COLUMNS = ["sweep", "provider", "label", "layout", "B", "Hq", "Hkv", "N_Q", "N", "D", "dtype", "block_n",
            "num_warps", "num_stages", "num_splits", "gpu_us", "gpu_us_l2", "host_us", "gbs", "pct_of_copy",
@@ -55,7 +54,6 @@ COLUMNS = ["sweep", "provider", "label", "layout", "B", "Hq", "Hkv", "N_Q", "N",
 INT_COLUMNS = ("B", "Hq", "Hkv", "N_Q", "N", "D")
 MAX_REL_ERR = 2e-2
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
-MAX_INPUT_SETS = 32
 TIMED_MS = 40.0               # each GPU-time measurement replays its graph for about this long
 SPLIT_CANDIDATES = (1, 2, 4, 8, 16, 32, 64, 128)
 CONFIG_CANDIDATES = [dict(block_n=bn, num_warps=w, num_stages=s)
@@ -121,11 +119,7 @@ def make_inputs(shape, generator):
 
 def input_sets(shape, generator):
     """Independent input sets that together exceed twice the L2 cache (one on the CPU)."""
-    count = 1
-    if runtime.DEVICE == "cuda":
-        l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 * 2**20)
-        count = min(MAX_INPUT_SETS, 2 * l2 // shape.kv_bytes() + 1)
-    return [make_inputs(shape, generator) for _ in range(count)]
+    return [make_inputs(shape, generator) for _ in range(rotation_size(shape.kv_bytes()))]
 
 
 def reference(x, cache_seqlens=None):
@@ -133,13 +127,6 @@ def reference(x, cache_seqlens=None):
     dtype = torch.float32 if runtime.DEVICE == "cuda" else torch.float64
     lengths = x.cache_seqlens if cache_seqlens is None else cache_seqlens
     return decode_reference(x.q, x.k_cache, x.v_cache, lengths, x.block_table, dtype=dtype)[0]
-
-
-def rel_err(o, ref):
-    """max |o - ref| / max |ref|; NaN if o has a NaN."""
-    if torch.isnan(o).any():
-        return math.nan
-    return ((o.to(ref.dtype) - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
 
 
 def ragged_error(x, generator):
@@ -268,60 +255,17 @@ def tuning_providers(quick=False, extra_splits=()):
 
 # ----------------------------------------------------------------------------------------- measuring
 
-def capture(fn, sets):
-    """A CUDA graph that calls fn once on each input set (warmed up on a side stream first)."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for x in sets:
-            fn(x)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for x in sets:
-            fn(x)
-    return graph
-
-
 def gpu_time_us(fn, sets):
-    """(µs per call, timer): median over replays of a captured graph of one call per set, per call."""
-    rotation = itertools.cycle(sets)
+    """(µs per call, timer): GPU time from a CUDA graph of calls rotating over the sets (fa2.testing.time_ms);
+    eager calls (host time included) for a provider that cannot be captured; wall clock on the CPU."""
+    inputs = [(x,) for x in sets]
     if runtime.DEVICE != "cuda":
-        return 1e3 * wallclock_ms(lambda: fn(next(rotation))), "wall"
+        return 1e3 * time_ms(fn, inputs, warmup_ms=10, rep_ms=TIMED_MS), "wall"
     try:
-        graph = capture(fn, sets)
+        return 1e3 * time_ms(fn, inputs, rep_ms=TIMED_MS, cuda_graph=True), "cuda_graph"
     except Exception:                         # the provider cannot be captured: time eager calls
         torch.cuda.synchronize()
-        return 1e3 * triton.testing.do_bench(lambda: fn(next(rotation)), return_mode="median"), "eager"
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(3):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    for _ in range(max(5, min(1000, int(TIMED_MS / max(min(times), 1e-3))))):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    del graph
-    return 1e3 * statistics.median(times[3:]) / len(sets), "cuda_graph"
-
-
-def wallclock_ms(call, budget_ms=200.0):
-    """Median wall-clock ms of call (the CPU, where there is no GPU timer)."""
-    start = time.perf_counter()
-    call()
-    estimate = (time.perf_counter() - start) * 1e3
-    times = []
-    for _ in range(max(3, min(50, int(budget_ms / max(estimate, 1e-3))))):
-        start = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+        return 1e3 * time_ms(fn, inputs), "eager"
 
 
 def host_time_us(fn, x, gpu_us):

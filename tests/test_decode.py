@@ -8,7 +8,7 @@ import fa2
 from fa2 import runtime
 from fa2.chapters.decode_reference import decode_reference, random_cache
 from fa2.chapters.flash_decoding import flash_decode, num_splits_heuristic
-from fa2.decode import _PLANS, choose_num_splits
+from fa2.decoding import _PLANS, choose_num_splits
 from conftest import requires_gpu
 
 DEVICE = runtime.DEVICE

@@ -22,15 +22,15 @@ from typing import Optional
 import torch
 import triton
 
-from fa2 import runtime
+from fa2 import validate
+from fa2._triton_compat import DirectLaunch
 from fa2.chapters.flash_decoding import cache_geometry, decode_launch, decode_tiles, num_splits_heuristic
-from fa2.plan import LeanLaunch
 
 MAX_QUERIES = 16          # query tokens per call: 1 for decoding, a few for speculative verification
 MAX_HEAD_DIM = 256
 MAX_SPLITS = 128
 MIN_PAGE_SIZE = 16
-# Launch options on a GPU (gpu/decode_bench.py times the candidates). CTAS_PER_SM: programs resident per SM
+# Launch options on a GPU (`python -m fa2.bench --sweep decode` times the candidates). CTAS_PER_SM: programs resident per SM
 # that the split heuristic fills, as in FlashAttention-2's split-KV launch.
 GPU_CONFIG = dict(block_n=64, num_warps=4, num_stages=3)
 CTAS_PER_SM = 2
@@ -43,23 +43,11 @@ CPU_CONFIG = dict(block_n=16, num_warps=4, num_stages=1)
 CPU_SM_COUNT = 4
 
 
+WHO = "fa2.decode"
+
+
 def _fail(kind, message):
-    raise kind(f"fa2.decode: {message}")
-
-
-def _check_tensor(name, t, q):
-    if not isinstance(t, torch.Tensor):
-        _fail(TypeError, f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.dim() != 4:
-        _fail(ValueError, f"{name} must be 4-D, got shape {tuple(t.shape)}")
-    if t.dtype not in (torch.float16, torch.bfloat16):
-        _fail(TypeError, f"{name} must be float16 or bfloat16, got {t.dtype}")
-    if t.dtype != q.dtype:
-        _fail(TypeError, f"{name} is {t.dtype} but q is {q.dtype}; use one dtype")
-    if t.device != q.device:
-        _fail(ValueError, f"{name} is on {t.device} but q is on {q.device}")
-    if t.numel() == 0:
-        _fail(ValueError, f"{name} is empty, shape {tuple(t.shape)}")
+    raise kind(f"{WHO}: {message}")
 
 
 def _check_int32(name, t, shape, q):
@@ -75,27 +63,24 @@ def _check_int32(name, t, shape, q):
 
 def _check_inputs(q, k_cache, v_cache, cache_seqlens, block_table, scale, num_splits, window, softcap):
     """Raise TypeError/ValueError naming the argument for anything the kernels cannot compute correctly."""
-    if not isinstance(q, torch.Tensor):
-        _fail(TypeError, f"q must be a torch.Tensor, got {type(q).__name__}")
-    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
-        _check_tensor(name, t, q)
-    if q.device.type != "cuda" and not (runtime.INTERPRET and q.device.type == "cpu"):
-        _fail(ValueError, f"q is on {q.device}; the kernels need a CUDA device (or TRITON_INTERPRET=1 for CPU)")
+    layout = "(B, Hkv, N, D)" if block_table is None else "(num_pages, page_size, Hkv, D)"
+    validate.check_tensor(WHO, "q", q, 4, "(B, H, N, D)")
+    validate.check_tensor(WHO, "k_cache", k_cache, 4, layout, like=q)
+    validate.check_tensor(WHO, "v_cache", v_cache, 4, layout, like=q)
+    validate.check_device(WHO, q)
     B, H_Q, N_Q, D = q.shape
     if N_Q > MAX_QUERIES:
         _fail(ValueError, f"q has {N_Q} query tokens (dim 2); decode takes at most {MAX_QUERIES}, "
                           "use fa2.attention for a prefill")
-    if D > MAX_HEAD_DIM:
-        _fail(ValueError, f"head dim {D} of q is not supported (at most {MAX_HEAD_DIM})")
+    validate.check_head_dim(WHO, D)
     if v_cache.shape != k_cache.shape:
         _fail(ValueError, f"v_cache must have k_cache's shape {tuple(k_cache.shape)}, got {tuple(v_cache.shape)}")
     if block_table is None:
-        layout = "(B, Hkv, N, D)"
         Bk, H_KV, _, Dk = k_cache.shape
         if Bk != B:
             _fail(ValueError, f"k_cache has batch {Bk} {layout} but q has batch {B}")
     else:
-        layout = "(num_pages, page_size, Hkv, D) with a block_table"
+        layout += " with a block_table"
         _, page_size, H_KV, Dk = k_cache.shape
         if not isinstance(block_table, torch.Tensor):
             _fail(TypeError, f"block_table must be a torch.Tensor or None, got {type(block_table).__name__}")
@@ -111,11 +96,8 @@ def _check_inputs(q, k_cache, v_cache, cache_seqlens, block_table, scale, num_sp
         _fail(ValueError, f"q's {H_Q} heads are not a multiple of k_cache's {H_KV} heads {layout}")
     if cache_seqlens is not None:
         _check_int32("cache_seqlens", cache_seqlens, (B,), q)
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k_cache, v_cache)):
-        raise NotImplementedError("fa2.decode is forward-only: call it under torch.no_grad() or "
-                                  "torch.inference_mode(), or detach q, k_cache and v_cache")
-    if scale is not None and (not isinstance(scale, numbers.Real) or not math.isfinite(scale)):
-        _fail(TypeError, f"scale must be a finite number or None, got {scale!r}")
+    validate.check_no_grad(WHO, q, k_cache, v_cache)
+    validate.check_scale(WHO, scale)
     if num_splits is not None and (not isinstance(num_splits, numbers.Integral) or isinstance(num_splits, bool)
                                    or not 1 <= num_splits <= MAX_SPLITS):
         _fail(ValueError, f"num_splits must be None or an int in [1, {MAX_SPLITS}], got {num_splits!r}")
@@ -124,13 +106,6 @@ def _check_inputs(q, k_cache, v_cache, cache_seqlens, block_table, scale, num_sp
         _fail(ValueError, f"window must be None or (left, right), ints >= -1 (-1: unbounded), got {window!r}")
     if softcap is not None and (not isinstance(softcap, numbers.Real) or not math.isfinite(softcap) or softcap < 0):
         _fail(TypeError, f"softcap must be None or a finite number >= 0 (0: off), got {softcap!r}")
-    if q.device.type == "cuda" and q.dtype == torch.bfloat16 and _capability(q.device.index)[0] < 8:
-        _fail(TypeError, "bfloat16 needs an sm_80+ GPU (Ampere or newer); use float16 on this GPU")
-
-
-@functools.lru_cache(maxsize=None)
-def _capability(device_index):
-    return torch.cuda.get_device_capability(device_index)
 
 
 @functools.lru_cache(maxsize=None)
@@ -180,10 +155,6 @@ def choose_num_splits(q, k_cache, block_table=None, block_n=None):
     return _num_splits(programs, n_tiles, _sm_count(q.device) * CTAS_PER_SM)
 
 
-def _softmax_scale(q, scale):
-    return 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-
-
 def _window_left(window):
     return -1 if window is None else int(window[0])
 
@@ -203,13 +174,13 @@ class DecodePlan:
         launches = decode_launch(q, k_cache, v_cache, cache_seqlens, block_table, o, lse, o_part, lse_part, scale,
                                  self.num_splits, window_left, softcap, **cfg)
         (kernel, grid, args, options), *combine = launches
-        self.split_kv = LeanLaunch(kernel, grid, options, q.device.index)
+        self.split_kv = DirectLaunch(kernel, grid, options, q.device.index)
         self.split_kv_scalars = args[7:]              # everything after the seven tensors
         self.has_seqlens, self.paged = cache_seqlens is not None, block_table is not None
         self.combine = None
         if combine:
             kernel, grid, args, options = combine[0]
-            self.combine = LeanLaunch(kernel, grid, options, q.device.index)
+            self.combine = DirectLaunch(kernel, grid, options, q.device.index)
             self.combine_scalars = args[4:]
 
     def _outputs(self, q):
@@ -232,7 +203,7 @@ class DecodePlan:
 
 
 def _launch(lean, args):
-    """The compiled kernel's launcher once there is one (see fa2/plan.py), the JIT before."""
+    """The compiled kernel's launcher once there is one (fa2/_triton_compat.py), the JIT before."""
     if lean.ready():
         lean.direct(*args)
     else:
@@ -266,7 +237,7 @@ def _plan(q, k_cache, v_cache, cache_seqlens, block_table, scale, num_splits, wi
     except (KeyError, AttributeError, TypeError):     # new signature, or not tensors / unhashable flags
         pass
     _check_inputs(*args)
-    plan = DecodePlan(q, k_cache, v_cache, cache_seqlens, block_table, _softmax_scale(q, scale), num_splits,
+    plan = DecodePlan(q, k_cache, v_cache, cache_seqlens, block_table, validate.softmax_scale(q.shape[-1], scale), num_splits,
                       _window_left(window), float(softcap or 0.0))
     try:
         key = signature(*args)
@@ -297,7 +268,7 @@ def decode(q, k_cache, v_cache, cache_seqlens=None, block_table=None, scale=None
     """Attention of a few new query tokens over a KV cache (Flash-Decoding); causal inside the query block."""
     if torch.compiler.is_compiling():                 # torch.compile sees the custom op
         _check_inputs(q, k_cache, v_cache, cache_seqlens, block_table, scale, num_splits, window, softcap)
-        o, lse = _decode_op(q, k_cache, v_cache, cache_seqlens, block_table, _softmax_scale(q, scale),
+        o, lse = _decode_op(q, k_cache, v_cache, cache_seqlens, block_table, validate.softmax_scale(q.shape[-1], scale),
                             num_splits or 0, _window_left(window), float(softcap or 0.0))
     else:
         plan = _plan(q, k_cache, v_cache, cache_seqlens, block_table, scale, num_splits, window, softcap)

@@ -123,10 +123,10 @@ def input_sets(shape, generator):
 
 
 def reference(x, cache_seqlens=None):
-    """The decode every output is compared with: fp32 on a GPU, fp64 on the CPU."""
-    dtype = torch.float32 if runtime.DEVICE == "cuda" else torch.float64
+    """The decode every output is compared with: fp64 (an fp32 reference on the H200 disagreed with every
+    provider alike at 128k keys)."""
     lengths = x.cache_seqlens if cache_seqlens is None else cache_seqlens
-    return decode_reference(x.q, x.k_cache, x.v_cache, lengths, x.block_table, dtype=dtype)[0]
+    return decode_reference(x.q, x.k_cache, x.v_cache, lengths, x.block_table, dtype=torch.float64)[0]
 
 
 def ragged_error(x, generator):

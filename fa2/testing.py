@@ -241,6 +241,6 @@ def mutant(module, edits, imports=None):
     return copy
 
 
-__all__ = ["mutant", "time_ms", "rotation_size", "make_qkv", "sdpa_reference", "rel_err", "error_bounds", "check_attention",
-           "causal_boundary_cases", "check_causal_boundaries", "attention_tflops", "LAYOUTS", "UNIT_ROUNDOFF",
-           "FP32_ROUNDOFF", "SLACK"]
+__all__ = ["mutant", "time_ms", "rotation_size", "make_qkv", "sdpa_reference", "rel_err", "error_bounds",
+           "check_attention", "causal_boundary_cases", "check_causal_boundaries", "attention_tflops", "LAYOUTS",
+           "UNIT_ROUNDOFF", "FP32_ROUNDOFF", "SLACK"]

@@ -8,25 +8,22 @@ import torch
 
 from fa2.chapters import bugs, fast, forward, kv_loop
 from fa2.chapters.reference import attention_reference
-from fa2.testing import check_attention, check_causal_boundaries, error_bounds, mutant, sdpa_reference
+from fa2.testing import check_attention, check_causal_boundaries, error_bounds, mutant
 from test_causal_boundaries import BLOCK, generic, hopper
 
 CAUGHT_ON_CPU = [(name, kernel) for name in bugs.BUGS for kernel in bugs.KERNELS
                  if bugs.has_bug(name, kernel) and bugs.BUGS[name]["case"] is not None]
-EVERY_MUTANT = [(name, kernel) for name in bugs.BUGS for kernel in bugs.KERNELS if bugs.has_bug(name, kernel)]
+EVERY_MUTANT = [(name, kernel) for name in {**bugs.BUGS, **bugs.PERF_BUGS} for kernel in bugs.KERNELS
+                if bugs.has_bug(name, kernel)]
 CASES = [dict(c) for c in sorted({tuple(sorted(bugs.exposing_case(name).items(), key=str))
                                    for name, _ in CAUGHT_ON_CPU}, key=str)]
-
-
-def original(kernel):
-    return bugs.attention_fn(fast if kernel == "fast" else forward, kernel)
 
 
 @pytest.mark.parametrize("kernel", bugs.KERNELS)
 def test_unmutated_kernels_pass_every_exposing_case(kernel):
     torch.manual_seed(0)
     for case in CASES:
-        check_attention(original(kernel), **case)
+        check_attention(bugs.attention_fn(bugs.MODULES[kernel], kernel), **case)
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")   # the 0/0 mutant
@@ -42,7 +39,7 @@ def test_mutant_fails_the_check(name, kernel):
 def test_every_edit_applies_exactly_once(name, kernel):
     """A kernel edited in chapters 4-6 must not silently drop a mutant: each edit still finds its text once."""
     module = bugs.mutant_module(name, kernel)
-    assert module.__name__ in sys.modules and module.__name__ != (fast if kernel == "fast" else forward).__name__
+    assert module.__name__ in sys.modules and module.__name__ != bugs.MODULES[kernel].__name__
 
 
 def test_gpu_only_mutants_pass_on_small_shapes():

@@ -3,8 +3,9 @@
     check_attention(my_attention, B=2, Hq=4, Hkv=2, Nq=37, Nk=70, D=32, dtype=torch.bfloat16, causal=True)
 
 draws new inputs, runs ``my_attention(q, k, v, causal=..., scale=...) -> o`` (or ``(o, lse)``) and asserts that
-the output is finite, close to the fp64 reference (atol = rtol = 1e-2), and no more than twice as far from it
-as SDPA is on the same inputs.
+the output is finite, within ``error_bounds`` of the fp64 reference (bounds derived from the dtype's unit
+roundoff and the reduction lengths, chapter 7), no more than twice as far from it as SDPA is on the same
+inputs, and that the LSE is within its (fp32) bound.
 
     ms = time_ms(fn, inputs=[(q, k, v), ...])               # median ms per call, input sets rotated past L2
 
@@ -17,7 +18,9 @@ Everything that times a kernel -- chapters, autotune, ``python -m fa2.bench``, t
 import importlib.util
 import inspect
 import itertools
+import math
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -67,34 +70,93 @@ def rel_err(x, ref):
     return ((x - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
 
 
+# Unit roundoff u of each input dtype (half the distance from 1 to the next number) and of fp32, the kernels'
+# arithmetic. The bounds below are derived from them in chapter 7, section 7.2.
+UNIT_ROUNDOFF = {torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}
+FP32_ROUNDOFF = 2.0**-24
+SLACK = 2.0     # the first-order bounds are doubled: second-order terms, approximate exp/log, tensor-core sums
+
+
+def error_bounds(q, k, v, causal=False, scale=None):
+    """Per-element bound on |o - o_ref| (B, Hq, Nq, D) and per-row bound on |lse - lse_ref| (B, Hq, Nq) for a
+    kernel that keeps its softmax state in fp32 and rounds only p (before P @ V) and o to the input dtype."""
+    u, u32 = UNIT_ROUNDOFF[q.dtype], FP32_ROUNDOFF
+    (D, N_KV), group = (q.shape[-1], k.shape[2]), q.shape[1] // k.shape[1]
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    qa = q.double().abs()
+    ka = k.double().abs().repeat_interleave(group, dim=1)
+    dot_abs = (qa @ ka.transpose(-1, -2)).amax(dim=(-1, -2)) * scale       # (B, Hq): max scale*sum|q_d k_d|
+    score_err = (D + 2) * u32 * dot_abs                                      # fp32 dot of D terms, scale
+    weight_err = 2 * score_err + (N_KV + 4) * u32                            # (B, Hq): relative error of p, l
+    o, lse = attention_reference(q, k, v, causal, scale, return_lse=True)
+    weighted_abs_v = attention_reference(q, k, v.abs(), causal, scale)      # sum_j p_j |v_j| / l
+    o_bound = u * o.abs() + (u + 2 * weight_err[..., None, None]) * weighted_abs_v
+    lse_bound = weight_err[..., None] + 4 * u32 * (lse.abs() + dot_abs[..., None])
+    return SLACK * o_bound, SLACK * lse_bound
+
+
+def _bound_used(diff, bound):
+    """max |diff| / bound over the elements (0 where diff is 0, so an exact 0 meets a bound of 0)."""
+    diff = diff.abs()
+    return torch.where(diff == 0, 0.0, diff / bound).max().item() if diff.numel() else 0.0
+
+
 def check_attention(fn, B=2, Hq=4, Hkv=None, Nq=64, Nk=None, D=32, dtype=torch.float16, causal=False,
-                    layout="bhnd", scale=None, atol=1e-2, rtol=1e-2, check_lse=True, verbose=False):
-    """Run fn on fresh inputs and assert it matches the fp64 reference as well as SDPA does. Returns errors."""
+                    layout="bhnd", scale=None, check_lse=True, verbose=False):
+    """Run fn on fresh inputs and assert it matches the fp64 reference within the derived bounds and as well
+    as SDPA does. Returns the errors."""
     Hkv = Hq if Hkv is None else Hkv
     Nk = Nq if Nk is None else Nk
     q, k, v = make_qkv(B, Hq, Hkv, Nq, Nk, D, dtype, layout)
     out = fn(q, k, v, causal=causal, scale=scale)
     o, lse = out if isinstance(out, tuple) else (out, None)
     ref, ref_lse = attention_reference(q, k, v, causal, scale, return_lse=True)
+    o_bound, lse_bound = error_bounds(q, k, v, causal, scale)
     assert o.shape == q.shape and o.dtype == q.dtype, f"output {tuple(o.shape)} {o.dtype}"
     assert torch.isfinite(o).all(), "output has NaN/inf (unwritten rows or a 0/0)"
     err = rel_err(o, ref)
     # SDPA computes with q, k, v upcast on the CPU when the GPU has no kernel for the combination
     sdpa_o = sdpa_reference(q, k, v, causal, scale)
     sdpa_err = rel_err(sdpa_o, ref)
-    torch.testing.assert_close(o.double(), ref.to(o.device), atol=atol, rtol=rtol)
+    excess = _bound_used(o.double() - ref.to(o.device), o_bound.to(o.device))
+    assert excess <= 1, f"output error is {excess:.2g} times its derived bound (err {err:.2e})"
     assert err <= 2 * sdpa_err + 1e-3, f"error {err:.2e} is more than twice SDPA's {sdpa_err:.2e}"
-    result = {"err": err, "sdpa_err": sdpa_err}
+    result = {"err": err, "sdpa_err": sdpa_err, "bound_used": excess}
     if lse is not None and check_lse:
         assert lse.shape == q.shape[:3] and lse.dtype == torch.float32
         seen = torch.isfinite(ref_lse)
         assert torch.isneginf(lse[~seen]).all(), "rows with no visible key must have lse = -inf"
-        torch.testing.assert_close(lse[seen].double(), ref_lse[seen].to(lse.device), atol=1e-2, rtol=1e-3)
-        result["lse_err"] = (lse[seen].double() - ref_lse[seen]).abs().max().item() if seen.any() else 0.0
+        lse_err = (lse[seen].double() - ref_lse[seen].to(lse.device)).abs()
+        lse_excess = _bound_used(lse_err, lse_bound[seen].to(lse.device))
+        assert lse_excess <= 1, (f"lse error {lse_err.max().item():.2e} is {lse_excess:.2g} times its derived "
+                                 f"bound {lse_bound[seen].min().item():.1e}..{lse_bound[seen].max().item():.1e}")
+        result["lse_err"] = lse_err.max().item() if seen.any() else 0.0
+        result["lse_bound_used"] = lse_excess
     if verbose:
         print(f"B={B} Hq={Hq} Hkv={Hkv} Nq={Nq} Nk={Nk} D={D} {str(dtype)[6:]:8s} causal={causal!s:5} "
               f"{layout:7s}: err {err:.1e} (SDPA {sdpa_err:.1e})")
     return result
+
+
+def causal_boundary_cases(block_m, block_n):
+    """(Nq, Nk) pairs where N_KV - N_Q takes every residue modulo block_n, with either sign, and N_Q every
+    residue modulo block_m: every way a causal diagonal and a tail can cross the tiles."""
+    tiles = max(block_m, block_n)
+    cases = []
+    for i in range(tiles):
+        nq = block_m + 1 + (7 * i) % block_m              # 7 is odd: i -> 7i is a bijection modulo 2^k
+        cases.append((nq, nq + block_n + i))               # N_KV - N_Q = block_n + i
+        nk = block_n + 1 + (7 * i) % block_n
+        cases.append((nk + block_n + i, nk))               # N_KV - N_Q = -(block_n + i): rows with no key
+    return cases
+
+
+def check_causal_boundaries(fn, block_m, block_n, D=16, dtype=torch.float16):
+    """check_attention, causal, over every (Nq, Nk) of `causal_boundary_cases` (one batch, 2 query heads, 1 KV
+    head). ``fn(q, k, v, causal, scale, case_index)``: the index lets a caller vary a launch option."""
+    for i, (nq, nk) in enumerate(causal_boundary_cases(block_m, block_n)):
+        check_attention(lambda q, k, v, causal, scale: fn(q, k, v, causal, scale, i),
+                        1, 2, 1, nq, nk, D, dtype, causal=True)
 
 
 MAX_INPUT_SETS = 64                   # a rotation never holds more input sets than this
@@ -151,14 +213,19 @@ def attention_tflops(B, H, Nq, Nk, D, causal, ms):
 _MUTANT_IDS = itertools.count()
 
 
-def mutant(module, edits):
+def mutant(module, edits, imports=None):
     """A fresh copy of `module` with its source edited: {old text: new text}, each old text found exactly once.
 
-    The copy is written to a temporary file and imported under a new name, so Triton sees new source and
-    compiles its kernels afresh; the original module is untouched. Used to show what a bug does (chapter 4,
-    the bug catalog of chapter 7)."""
+    ``imports={"fa2.chapters.kv_loop": other}`` also points the copy's ``from fa2.chapters.kv_loop import ...``
+    line (found exactly once) at the module `other`, e.g. a mutant of the loop that a kernel calls. The copy is
+    written to a temporary file and imported under a new name (registered in ``sys.modules``, so a later mutant
+    can import it), so Triton sees new source and compiles its kernels afresh; the original module is
+    untouched. Used to show what a bug does (chapter 4, the bug catalog of chapter 7)."""
     source = inspect.getsource(module)
-    for old, new in edits.items():
+    replacements = dict(edits)
+    for name, other in (imports or {}).items():
+        replacements[f"from {name} import "] = f"from {other.__name__} import "
+    for old, new in replacements.items():
         count = source.count(old)
         if count != 1:
             raise ValueError(f"mutant: {old!r} occurs {count} times in {module.__name__}, expected once")
@@ -168,8 +235,11 @@ def mutant(module, edits):
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(name, path)
     copy = importlib.util.module_from_spec(spec)
+    sys.modules[name] = copy
     spec.loader.exec_module(copy)
     return copy
 
 
-__all__ = ["mutant", "time_ms", "rotation_size", "make_qkv", "sdpa_reference", "rel_err", "check_attention", "attention_tflops", "LAYOUTS"]
+__all__ = ["mutant", "time_ms", "rotation_size", "make_qkv", "sdpa_reference", "rel_err", "error_bounds",
+           "check_attention", "causal_boundary_cases", "check_causal_boundaries", "attention_tflops", "LAYOUTS",
+           "UNIT_ROUNDOFF", "FP32_ROUNDOFF", "SLACK"]

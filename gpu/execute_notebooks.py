@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-book = Path(__file__).resolve().parents[2] / "book"
+book = Path(__file__).resolve().parents[1] / "book"
 failed = []
 for path in sorted(book.glob("[0-9][0-9]_*.ipynb")):
     if len(sys.argv) > 1 and path.stem not in sys.argv[1:]:

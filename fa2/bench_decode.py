@@ -30,6 +30,7 @@ split heuristic, ``fa2.decode.GPU_CONFIG`` and ``PAGED_EXTRA_STAGES`` are chosen
 import csv
 import math
 import re
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -351,7 +352,7 @@ def run_shapes(shapes, names, write, sweep="decode", tune=True, quick=False, com
         try:
             sets = input_sets(shape, generator)
         except torch.cuda.OutOfMemoryError as error:
-            print(f"{shape.name()}: skipped ({str(error).splitlines()[0][:120]})")
+            print(f"{shape.name()}: skipped ({str(error).splitlines()[0][:60]})")
             synchronize()
             continue
         ref = reference(sets[0])
@@ -426,6 +427,10 @@ def _us(row):
     return float(row["gpu_us"]) if row and row.get("gpu_us") and row["check"] in ("ok", "n/a") else None
 
 
+NOTE_WIDTH = 100             # the summary's lines fit the book's code cells (chapter 9 prints it)
+PEER_COLUMNS = {"sdpa_flash": "FLASH us", "sdpa_cudnn": "cuDNN us", "flash_attn": "flash_attn us"}
+
+
 def print_summary(rows, picks=None):
     """Per (B, N): fa2's µs, GB/s and % of the copy; paged/contiguous; the peers; then the goals and tuning."""
     table = {}
@@ -434,7 +439,7 @@ def print_summary(rows, picks=None):
             .append(row)
     peers = [p for p in ("sdpa_flash", "sdpa_cudnn", "flash_attn") if any(r["provider"] == p for r in rows)]
     header = ["B", "N", "fa2 us", "GB/s", "%copy", "host us", "paged16", "paged256",
-              *[f"{p} us" for p in peers], "best peer/fa2"]
+              *[PEER_COLUMNS[p] for p in peers], "peer/fa2"]
     lines, goals = [], []
     for (B, N), layouts in table.items():
         one = lambda layout, name: (layouts.get(layout, {}).get(name) or [None])[0]
@@ -461,21 +466,28 @@ def print_summary(rows, picks=None):
             goals.append((f"B=1 N=8k in <= 15 us GPU time ({fa2_us:.1f} us)", fa2_us <= 15))
         lines.append(cells)
     widths = [max(len(c) for c in column) for column in zip(header, *lines)]
-    print("\nfa2.decode, contiguous caches (GPU us per call; paged columns: paged time / contiguous time)")
+    gap = "  " if sum(widths) + 2 * (len(widths) - 1) <= NOTE_WIDTH else " "
+    print("\nfa2.decode, contiguous caches: GPU us per call (fa2 and each peer); paged columns:\n"
+          "paged time / contiguous time; peer/fa2: the fastest peer's time / fa2's")
     for cells in [header, *lines]:
-        print("  ".join(c.rjust(w) for c, w in zip(cells, widths)))
+        print(gap.join(c.rjust(w) for c, w in zip(cells, widths)))
     for goal, met in goals:
         print(f"{'MET ' if met else 'MISS'} {goal}")
     print_tuning(rows, picks)
     for row in rows:
         if row["check"] == "fail":
-            print(f"CHECK FAILED: {row['provider']} {row['label']} B={row['B']} N={row['N']} {row['layout']}: "
-                  f"rel_err {row['rel_err']} ragged {row.get('rel_err_ragged', '')}")
+            _print_wrapped(f"CHECK FAILED: {row['provider']} {row['label']} B={row['B']} N={row['N']} "
+                           f"{row['layout']}: rel_err {row['rel_err']} ragged {row.get('rel_err_ragged', '')}")
     for provider, error in sorted({(r["provider"], r["error"]) for r in rows if r["error"]}):
-        print(f"error ({provider}): {error}")
+        _print_wrapped(f"error ({provider}): {error}")
     if any(r["provider"] == "sdpa_flash" for r in rows) and not any(r["provider"] == "flash_attn" for r in rows):
-        print("note: flash_attn is not installed; 'SDPA FLASH' runs the FA2 kernels vendored in PyTorch "
-              "(on an H200 flash-attn 2.8.3 ran 0-15% faster than it in prefill, mean ≈ 1.06×)")
+        _print_wrapped("note: flash_attn is not installed; 'SDPA FLASH' runs the FA2 kernels vendored in "
+                       "PyTorch (on an H200 flash-attn 2.8.3 ran 0-15% faster than it in prefill, mean ≈ 1.06×)")
+
+
+def _print_wrapped(text):
+    """Print text in lines of at most NOTE_WIDTH columns (the book shows 100), continuation indented."""
+    print(textwrap.fill(text, NOTE_WIDTH, subsequent_indent="    ", break_long_words=True))
 
 
 def print_tuning(rows, picks=None):
@@ -493,11 +505,13 @@ def print_tuning(rows, picks=None):
         chosen = next((r for r in group if r["provider"] == "fa2"), None)
         best = min(group, key=_us)
         if chosen:
-            print(f"B={B:<3d} N={N:<7d} {layout:10s} fa2 {_us(chosen):8.1f} us ({describe(chosen)})   "
-                  f"best {_us(best):8.1f} us ({describe(best)})   fa2/best {_us(chosen) / _us(best):.2f}")
+            print(f"B={B:<3d} N={N:<7d} {layout:10s} fa2  {_us(chosen):8.1f} us ({describe(chosen)})  "
+                  f"fa2/best {_us(chosen) / _us(best):.2f}")
+            print(f"{'':27s}best {_us(best):8.1f} us ({describe(best)})")
     if not picks:
         return
-    print("\nsplit heuristic (fa2's config, contiguous): time at its pick / best time, per programs-per-SM count")
+    print("\nsplit heuristic (fa2's config, contiguous): time at its pick / best time,\n"
+          "per programs-per-SM count")
     for c in CTAS_PER_SM_CANDIDATES:
         ratios = []
         for (B, N, layout), group in groups.items():

@@ -2,7 +2,8 @@
 # Edit the notebook's `#| export` cells, then run `python -m fa2.export`.
 
 # %% book/06_autotune.ipynb · cell 5
-"""Chapter 6: choosing a kernel configuration -- candidates, pruning, the key, shipped and cached choices."""
+"""Chapter 6: choosing a kernel configuration -- candidates, pruning, the key, shipped
+and cached choices."""
 import json
 import math
 import os
@@ -15,7 +16,8 @@ from fa2 import runtime
 from fa2.chapters.kv_loop import block_d
 from fa2.testing import rel_err, time_ms
 
-# Hopper kernel (fa2.chapters.fast) and generic kernel (fa2.chapters.forward) candidates. Each is checked before it is timed.
+# Hopper kernel (fa2.chapters.fast) and generic kernel (fa2.chapters.forward)
+# candidates. Each is checked before it is timed.
 FAST_CANDIDATES = [
     dict(BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=2),
     dict(BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=3),
@@ -28,30 +30,38 @@ FAST_CANDIDATES = [
 ]
 GENERIC_CANDIDATES = [
     dict(block_m=bm, block_n=bn, num_warps=w, num_stages=s)
-    for bm, bn, w, s in [(64, 64, 4, 2), (64, 64, 4, 3), (128, 64, 8, 3), (128, 32, 4, 2), (64, 32, 4, 2),
-                         (128, 64, 4, 2), (64, 128, 4, 2), (32, 32, 4, 2)]
+    for bm, bn, w, s in [(64, 64, 4, 2), (64, 64, 4, 3), (128, 64, 8, 3),
+                         (128, 32, 4, 2), (64, 32, 4, 2), (128, 64, 4, 2),
+                         (64, 128, 4, 2), (32, 32, 4, 2)]
 ]
-INTERPRETER_CONFIG = {"fast": dict(BLOCK_M=32, BLOCK_N=32, num_warps=4, num_stages=2),
-                      "generic": dict(block_m=32, block_n=32, num_warps=4, num_stages=2)}
+INTERPRETER_CONFIG = {
+    "fast": dict(BLOCK_M=32, BLOCK_N=32, num_warps=4, num_stages=2),
+    "generic": dict(block_m=32, block_n=32, num_warps=4, num_stages=2),
+}
 
 
 def _tile_sizes(kernel, cfg):
-    return (cfg["BLOCK_M"], cfg["BLOCK_N"]) if kernel == "fast" else (cfg["block_m"], cfg["block_n"])
+    return ((cfg["BLOCK_M"], cfg["BLOCK_N"]) if kernel == "fast"
+            else (cfg["block_m"], cfg["block_n"]))
 
 
 def prune(kernel, candidates, head_dim, max_shared_bytes):
-    """Drop configs that cannot fit or are known to be slow, before anything is compiled."""
+    """Drop configs that cannot fit or are known to be slow, before anything is
+    compiled."""
     kept = []
     for cfg in candidates:
         block_m, block_n = _tile_sizes(kernel, cfg)
-        # Q tile once, K and V tiles once per pipeline stage, 2 bytes each: must fit in shared memory
+        # Q tile once, K and V tiles once per pipeline stage, 2 bytes each:
+        # must fit in shared memory
         smem = 2 * head_dim * (block_m + 2 * block_n * cfg["num_stages"])
         if smem > max_shared_bytes:
             continue
-        # a (128 x 128) fp32 score tile over 4 warps needs 128 registers a thread just for S: it spills
+        # a (128 x 128) fp32 score tile over 4 warps needs 128 registers a thread
+        # just for S: it spills
         if block_m * block_n >= 128 * 128 and cfg["num_warps"] == 4:
             continue
-        # the fp32 accumulator (BLOCK_M x HEAD_DIM) in registers: past 128 a thread it spills
+        # the fp32 accumulator (BLOCK_M x HEAD_DIM) in registers: past 128 a thread
+        # it spills
         if block_m * head_dim // (32 * cfg["num_warps"]) > 128:
             continue
         kept.append(cfg)
@@ -60,22 +70,25 @@ def prune(kernel, candidates, head_dim, max_shared_bytes):
 
 # %% book/06_autotune.ipynb · cell 9
 def length_bucket(n):
-    """Sequence lengths are tuned per power of two (>= 128): configs change slowly with N."""
+    """Sequence lengths are tuned per power of two (>= 128): configs change slowly
+    with N."""
     return max(128, 1 << max(0, math.ceil(math.log2(n))))
 
 
 def tuning_key(kernel, q, k, causal):
-    """What a tuned config depends on: kernel, tile width, dtype, mask, and the two length buckets.
+    """What a tuned config depends on: kernel, tile width, dtype, mask, and the two
+    length buckets.
 
-    The tile width is BLOCK_D (chapter 4): a head dim of 80 or 96 runs 128-wide tiles, with the registers
-    and shared memory of D = 128, so it shares D = 128's configs."""
+    The tile width is BLOCK_D (chapter 4): a head dim of 80 or 96 runs 128-wide tiles,
+    with the registers and shared memory of D = 128, so it shares D = 128's configs."""
     dtype = {torch.float16: "fp16", torch.bfloat16: "bf16"}[q.dtype]
-    return (f"{kernel}/D{block_d(q.shape[-1])}/{dtype}/{'causal' if causal else 'full'}/"
+    return (f"{kernel}/D{block_d(q.shape[-1])}/{dtype}/"
+            f"{'causal' if causal else 'full'}/"
             f"q{length_bucket(q.shape[2])}/k{length_bucket(k.shape[2])}")
 
 
 def _family(key):
-    return key.rsplit("/", 2)[0]                                    # kernel/D/dtype/mask
+    return key.rsplit("/", 2)[0]                     # kernel/D/dtype/mask
 
 
 def _distance(key_a, key_b):
@@ -85,20 +98,24 @@ def _distance(key_a, key_b):
 
 
 def tune(run, candidates, reference, rel_tol=1e-2, bench=None):
-    """Check every candidate against `reference`, time the ones that pass, return (best, results).
+    """Check every candidate against `reference`, time the ones that pass, return
+    (best, results).
 
-    run(cfg) -> output. A config that raises, returns NaN, or misses the reference is never chosen.
-    Candidates are timed from a CUDA graph: GPU time only, so a short call's host time cannot decide."""
+    run(cfg) -> output. A config that raises, returns NaN, or misses the reference is
+    never chosen. Candidates are timed from a CUDA graph: GPU time only, so a short
+    call's host time cannot decide."""
     bench = bench or (lambda fn: time_ms(fn, warmup_ms=10, rep_ms=40, cuda_graph=True))
     results = []
     for cfg in candidates:
         try:
             out = run(cfg)
             bad = not torch.isfinite(out).all()
-            err = float("nan") if bad else rel_err(out, reference)   # max |out - ref| / max |ref|
+            # max |out - ref| / max |ref|
+            err = float("nan") if bad else rel_err(out, reference)
             ok = not bad and err < rel_tol
             ms = bench(lambda: run(cfg)) if ok else float("inf")
-        except Exception as exc:  # compile failure, out of shared memory: not a candidate here
+        except Exception as exc:  # compile failure, out of shared memory:
+            # not a candidate here
             ok, err, ms = False, float("nan"), float("inf")
             cfg = dict(cfg, error=type(exc).__name__)
         results.append(dict(cfg=cfg, ok=ok, rel_err=err, ms=ms))
@@ -121,7 +138,8 @@ def cache_dir():
 
 
 class ConfigTable:
-    """Tuned configs for one GPU: shipped with the package, plus the user's on-disk autotune cache."""
+    """Tuned configs for one GPU: shipped with the package, plus the user's on-disk
+    autotune cache."""
 
     def __init__(self, device_name):
         self.device_name = device_name
@@ -137,11 +155,13 @@ class ConfigTable:
             return {}
 
     def lookup(self, key):
-        """The exact key, else the nearest length bucket of the same family; None if the family is unknown."""
+        """The exact key, else the nearest length bucket of the same family; None if
+        the family is unknown."""
         for table in (self.cached, self.shipped):
             if key in table:
                 return table[key]
-        family = [k for table in (self.cached, self.shipped) for k in table if _family(k) == _family(key)]
+        family = [k for table in (self.cached, self.shipped) for k in table
+                  if _family(k) == _family(key)]
         if family:
             nearest = min(family, key=lambda k: _distance(k, key))
             return self.cached.get(nearest) or self.shipped[nearest]
@@ -150,8 +170,9 @@ class ConfigTable:
     def remember(self, key, cfg):
         self.cached[key] = cfg
         self.cache_path.parent.mkdir(parents=True, exist_ok=True)
-        self.cache_path.write_text(json.dumps({"device": self.device_name, "configs": self.cached}, indent=1,
-                                              sort_keys=True))
+        self.cache_path.write_text(json.dumps(
+            {"device": self.device_name, "configs": self.cached}, indent=1,
+            sort_keys=True))
 
 
 _TABLES = {}   # GPU name -> ConfigTable
@@ -159,9 +180,11 @@ _CHOSEN = {}   # (device index, key) -> config: the per-call path is one dict lo
 
 
 def choose_config(kernel, q, k, causal, run, reference):
-    """The config to launch with: interpreter default, shipped/cached table, or autotune once (and cache).
+    """The config to launch with: interpreter default, shipped/cached table, or
+    autotune once (and cache).
 
-    run(cfg) -> output and reference() -> output are only called when this key must be autotuned."""
+    run(cfg) -> output and reference() -> output are only called when this key must be
+    autotuned."""
     if runtime.INTERPRET:
         return INTERPRETER_CONFIG[kernel]
     key = tuning_key(kernel, q, k, causal)
@@ -174,11 +197,13 @@ def choose_config(kernel, q, k, causal, run, reference):
     if cfg is not None:
         _CHOSEN[memo] = cfg
         return cfg
-    print(f"fa2: no tuned config for {key} on {name}; autotuning once (cached in {table.cache_path})",
-          file=sys.stderr)
+    print(f"fa2: no tuned config for {key} on {name}; autotuning once "
+          f"(cached in {table.cache_path})", file=sys.stderr)
     props = torch.cuda.get_device_properties(q.device)
     max_smem = getattr(props, "shared_memory_per_block_optin", 99 * 1024)
-    candidates = prune(kernel, FAST_CANDIDATES if kernel == "fast" else GENERIC_CANDIDATES, q.shape[-1], max_smem)
+    candidates = prune(kernel,
+                       FAST_CANDIDATES if kernel == "fast" else GENERIC_CANDIDATES,
+                       q.shape[-1], max_smem)
     best, _ = tune(run, candidates, reference())
     table.remember(key, best)
     _CHOSEN[memo] = best

@@ -2,7 +2,8 @@
 # Edit the notebook's `#| export` cells, then run `python -m fa2.export`.
 
 # %% book/06_autotune.ipynb · cell 15
-"""Chapter 6: the fast forward -- exp2, the causal loop split, TMA descriptors, warp specialisation."""
+"""Chapter 6: the fast forward -- exp2, the causal loop split, TMA descriptors, warp
+specialisation."""
 import math
 
 import torch
@@ -18,30 +19,37 @@ LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * log2(e))
 
 
 @triton.jit
-def _tile(desc, off_b, off_h, row, BLOCK: tl.constexpr, BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr):
-    """Load rows [row, row + BLOCK) of one head: (BLOCK, BLOCK_D). Rows past the end and columns past
-    the head dim arrive as zeros (the descriptor's shape is the tensor's, its box the tile's)."""
-    if HOST_DESC:
-        return desc.load([off_b, off_h, row, 0]).reshape(BLOCK, BLOCK_D)   # 4-D (B, H, N, D)
-    else:
-        return desc.load([row, 0])                                         # 2-D per head
+def _tile(desc, off_b, off_h, row, BLOCK: tl.constexpr, BLOCK_D: tl.constexpr,
+          HOST_DESC: tl.constexpr):
+    """Load rows [row, row + BLOCK) of one head: (BLOCK, BLOCK_D). Rows past the end
+    and columns past the head dim arrive as zeros (the descriptor's shape is the
+    tensor's, its box the tile's)."""
+    if HOST_DESC:   # 4-D (B, H, N, D)
+        return desc.load([off_b, off_h, row, 0]).reshape(BLOCK, BLOCK_D)
+    else:           # 2-D per head
+        return desc.load([row, 0])
 
 
 # %% book/06_autotune.ipynb · cell 17
 @triton.jit
-def attend_tiles_fast(acc, row_max, row_sum, q, desc_k, desc_v, off_b, off_kv_h, offs_m, kv_start, kv_end,
-                      N_Q, N_KV, qk_scale, MASKED: tl.constexpr, IS_CAUSAL: tl.constexpr,
-                      BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr,
-                      WARP_SPECIALIZE: tl.constexpr):
-    """Chapter 4's update in the base-2 domain: row_max is max(s)*scale*log2(e), weights are exp2(...).
+def attend_tiles_fast(acc, row_max, row_sum, q, desc_k, desc_v, off_b, off_kv_h, offs_m,
+                      kv_start, kv_end, N_Q, N_KV, qk_scale,
+                      MASKED: tl.constexpr, IS_CAUSAL: tl.constexpr,
+                      BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                      HOST_DESC: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
+    """Chapter 4's update in the base-2 domain: row_max is max(s)*scale*log2(e), weights
+    are exp2(...).
 
-    MASKED=False is the hot loop: every key of every tile is visible, so there is no mask and no -inf guard.
-    MASKED=True handles the diagonal tiles of a causal program and the tail tile past N_KV."""
+    MASKED=False is the hot loop: every key of every tile is visible, so there is no
+    mask and no -inf guard. MASKED=True handles the diagonal tiles of a causal program
+    and the tail tile past N_KV."""
     offs_n = tl.arange(0, BLOCK_N)
     diagonal = N_KV - N_Q
-    for kv_tile_start in tl.range(kv_start, kv_end, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
-        k = _tile(desc_k, off_b, off_kv_h, kv_tile_start, BLOCK_N, BLOCK_D, HOST_DESC)    # (BLOCK_N, BLOCK_D)
-        scores = tl.dot(q, k.T)                                              # (BLOCK_M, BLOCK_N) fp32
+    for kv_tile_start in tl.range(kv_start, kv_end, BLOCK_N,
+                                  warp_specialize=WARP_SPECIALIZE):
+        # (BLOCK_N, BLOCK_D)
+        k = _tile(desc_k, off_b, off_kv_h, kv_tile_start, BLOCK_N, BLOCK_D, HOST_DESC)
+        scores = tl.dot(q, k.T)                            # (BLOCK_M, BLOCK_N) fp32
         if MASKED:
             kv_idx = kv_tile_start + offs_n
             visible = kv_idx[None, :] < N_KV
@@ -49,18 +57,20 @@ def attend_tiles_fast(acc, row_max, row_sum, q, desc_k, desc_v, off_b, off_kv_h,
                 visible = visible & (kv_idx[None, :] <= offs_m[:, None] + diagonal)
             scores = tl.where(visible, scores * qk_scale, float("-inf"))
             m_new = tl.maximum(row_max, tl.max(scores, axis=1))
-            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)            # row sees no key yet: no NaN
+            # row sees no key yet: no NaN
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
             scores = scores - m_safe[:, None]
         else:
             m_new = tl.maximum(row_max, tl.max(scores, axis=1) * qk_scale)
             m_safe = m_new
-            scores = scores * qk_scale - m_new[:, None]                      # one FMA per score
-        p = tl.math.exp2(scores)                                             # (BLOCK_M, BLOCK_N) fp32
-        alpha = tl.math.exp2(row_max - m_safe)                               # (BLOCK_M,)
+            scores = scores * qk_scale - m_new[:, None]    # one FMA per score
+        p = tl.math.exp2(scores)                           # (BLOCK_M, BLOCK_N) fp32
+        alpha = tl.math.exp2(row_max - m_safe)             # (BLOCK_M,)
         row_sum = row_sum * alpha + tl.sum(p, axis=1)
         acc = acc * alpha[:, None]
-        v = _tile(desc_v, off_b, off_kv_h, kv_tile_start, BLOCK_N, BLOCK_D, HOST_DESC)    # (BLOCK_N, BLOCK_D)
-        acc = tl.dot(p.to(v.dtype), v, acc)                                  # (BLOCK_M, BLOCK_D) fp32
+        # (BLOCK_N, BLOCK_D)
+        v = _tile(desc_v, off_b, off_kv_h, kv_tile_start, BLOCK_N, BLOCK_D, HOST_DESC)
+        acc = tl.dot(p.to(v.dtype), v, acc)                # (BLOCK_M, BLOCK_D) fp32
         row_max = m_new
     return acc, row_max, row_sum
 
@@ -74,65 +84,77 @@ def _fa2_fast_kernel(
     stride_vb, stride_vh, stride_vn,
     stride_ob, stride_oh, stride_om,
     H, N_Q, N_KV, qk_scale, GROUP_SIZE,
-    IS_CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-    SPLIT: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, REVERSE: tl.constexpr, HOST_DESC: tl.constexpr,
-    EVEN_N: tl.constexpr,
+    IS_CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
+    SPLIT: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, REVERSE: tl.constexpr,
+    HOST_DESC: tl.constexpr, EVEN_N: tl.constexpr,
 ):
     num_m_tiles = tl.num_programs(0)
     pid_m = tl.program_id(0)
-    if REVERSE:
-        pid_m = num_m_tiles - 1 - pid_m              # causal: the longest query tiles start first
+    if REVERSE:                 # causal: the longest query tiles start first
+        pid_m = num_m_tiles - 1 - pid_m
     pid_bh = tl.program_id(1)
     off_b = pid_bh // H
     off_h = pid_bh % H
     off_kv_h = off_h // GROUP_SIZE
     if HOST_DESC:
-        desc_q, desc_k, desc_v, desc_o = Q, K, V, O      # 4-D descriptors made on the host
+        desc_q, desc_k, desc_v, desc_o = Q, K, V, O   # 4-D descriptors made on the host
     else:
-        # TMA descriptors of this (batch, head): 2-D (rows, HEAD_DIM) views read in (rows, BLOCK_D) boxes
+        # TMA descriptors of this (batch, head): 2-D (rows, HEAD_DIM) views read in
+        # (rows, BLOCK_D) boxes
         b64, h64, kvh64 = off_b.to(tl.int64), off_h.to(tl.int64), off_kv_h.to(tl.int64)
-        desc_q = tl.make_tensor_descriptor(Q + b64 * stride_qb + h64 * stride_qh, shape=[N_Q, HEAD_DIM],
-                                           strides=[stride_qm, 1], block_shape=[BLOCK_M, BLOCK_D])
-        desc_k = tl.make_tensor_descriptor(K + b64 * stride_kb + kvh64 * stride_kh, shape=[N_KV, HEAD_DIM],
-                                           strides=[stride_kn, 1], block_shape=[BLOCK_N, BLOCK_D])
-        desc_v = tl.make_tensor_descriptor(V + b64 * stride_vb + kvh64 * stride_vh, shape=[N_KV, HEAD_DIM],
-                                           strides=[stride_vn, 1], block_shape=[BLOCK_N, BLOCK_D])
-        desc_o = tl.make_tensor_descriptor(O + b64 * stride_ob + h64 * stride_oh, shape=[N_Q, HEAD_DIM],
-                                           strides=[stride_om, 1], block_shape=[BLOCK_M, BLOCK_D])
+        desc_q = tl.make_tensor_descriptor(
+            Q + b64 * stride_qb + h64 * stride_qh, shape=[N_Q, HEAD_DIM],
+            strides=[stride_qm, 1], block_shape=[BLOCK_M, BLOCK_D])
+        desc_k = tl.make_tensor_descriptor(
+            K + b64 * stride_kb + kvh64 * stride_kh, shape=[N_KV, HEAD_DIM],
+            strides=[stride_kn, 1], block_shape=[BLOCK_N, BLOCK_D])
+        desc_v = tl.make_tensor_descriptor(
+            V + b64 * stride_vb + kvh64 * stride_vh, shape=[N_KV, HEAD_DIM],
+            strides=[stride_vn, 1], block_shape=[BLOCK_N, BLOCK_D])
+        desc_o = tl.make_tensor_descriptor(
+            O + b64 * stride_ob + h64 * stride_oh, shape=[N_Q, HEAD_DIM],
+            strides=[stride_om, 1], block_shape=[BLOCK_M, BLOCK_D])
     m_start = pid_m * BLOCK_M
     offs_m = m_start + tl.arange(0, BLOCK_M)
-    q = _tile(desc_q, off_b, off_h, m_start, BLOCK_M, BLOCK_D, HOST_DESC)    # (BLOCK_M, BLOCK_D)
+    # (BLOCK_M, BLOCK_D)
+    q = _tile(desc_q, off_b, off_h, m_start, BLOCK_M, BLOCK_D, HOST_DESC)
     row_max = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     row_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     diagonal = N_KV - N_Q
     kv_end = N_KV
-    if IS_CAUSAL:
-        kv_end = max(0, min(N_KV, m_start + BLOCK_M + diagonal))           # past this every key is in the future
+    if IS_CAUSAL:               # past kv_end every key is in the future
+        kv_end = max(0, min(N_KV, m_start + BLOCK_M + diagonal))
     if SPLIT:
         # tiles [0, free_end) are visible to every row of the tile: no mask, no tail
         free_end = (N_KV // BLOCK_N) * BLOCK_N
         if IS_CAUSAL:
-            free_end = min(free_end, (max(0, m_start + diagonal + 1) // BLOCK_N) * BLOCK_N)
+            free_end = min(free_end,
+                           (max(0, m_start + diagonal + 1) // BLOCK_N) * BLOCK_N)
         acc, row_max, row_sum = attend_tiles_fast(
-            acc, row_max, row_sum, q, desc_k, desc_v, off_b, off_kv_h, offs_m, 0, free_end, N_Q, N_KV, qk_scale,
+            acc, row_max, row_sum, q, desc_k, desc_v, off_b, off_kv_h, offs_m,
+            0, free_end, N_Q, N_KV, qk_scale,
             False, IS_CAUSAL, BLOCK_N, BLOCK_D, HOST_DESC, False)
         acc, row_max, row_sum = attend_tiles_fast(
-            acc, row_max, row_sum, q, desc_k, desc_v, off_b, off_kv_h, offs_m, free_end, max(kv_end, free_end),
-            N_Q, N_KV, qk_scale, True, IS_CAUSAL, BLOCK_N, BLOCK_D, HOST_DESC, False)
+            acc, row_max, row_sum, q, desc_k, desc_v, off_b, off_kv_h, offs_m,
+            free_end, max(kv_end, free_end), N_Q, N_KV, qk_scale,
+            True, IS_CAUSAL, BLOCK_N, BLOCK_D, HOST_DESC, False)
     else:
-        # one loop (warp specialisation in Triton 3.6 compiles only a single loop): mask only if needed
+        # one loop (warp specialisation in Triton 3.6 compiles only a single loop):
+        # mask only if needed
         acc, row_max, row_sum = attend_tiles_fast(
-            acc, row_max, row_sum, q, desc_k, desc_v, off_b, off_kv_h, offs_m, 0, kv_end, N_Q, N_KV, qk_scale,
-            IS_CAUSAL or not EVEN_N, IS_CAUSAL, BLOCK_N, BLOCK_D, HOST_DESC, WARP_SPECIALIZE)
+            acc, row_max, row_sum, q, desc_k, desc_v, off_b, off_kv_h, offs_m,
+            0, kv_end, N_Q, N_KV, qk_scale,
+            IS_CAUSAL or not EVEN_N, IS_CAUSAL, BLOCK_N, BLOCK_D, HOST_DESC,
+            WARP_SPECIALIZE)
     seen = row_sum > 0.0
     safe_sum = tl.where(seen, row_sum, 1.0)
-    o = (acc / safe_sum[:, None]).to(desc_o.dtype)                         # (BLOCK_M, BLOCK_D)
+    o = (acc / safe_sum[:, None]).to(desc_o.dtype)             # (BLOCK_M, BLOCK_D)
     if HOST_DESC:
         desc_o.store([off_b, off_h, m_start, 0], o.reshape(1, 1, BLOCK_M, BLOCK_D))
-    else:
-        desc_o.store([m_start, 0], o)                    # rows past N_Q, columns past HEAD_DIM dropped
+    else:           # rows past N_Q, columns past HEAD_DIM dropped
+        desc_o.store([m_start, 0], o)
     # row_max is in log2 units: LSE (natural log) = row_max * ln(2) + log(row_sum)
     lse = tl.where(seen, row_max * 0.6931471805599453 + tl.log(safe_sum), float("-inf"))
     tl.store(LSE + pid_bh.to(tl.int64) * N_Q + offs_m, lse, mask=offs_m < N_Q)
@@ -140,19 +162,25 @@ def _fa2_fast_kernel(
 
 # %% book/06_autotune.ipynb · cell 20
 def tma_compatible(*tensors):
-    """TMA needs a unit last stride, a 16-byte aligned base and 16-byte multiples for the other strides."""
-    return all(t.stride(-1) == 1 and t.data_ptr() % 16 == 0 and all((s * t.element_size()) % 16 == 0
-                                                                      for s in t.stride()[:-1]) for t in tensors)
+    """TMA needs a unit last stride, a 16-byte aligned base and 16-byte multiples for
+    the other strides."""
+    return all(t.stride(-1) == 1 and t.data_ptr() % 16 == 0
+               and all((s * t.element_size()) % 16 == 0 for s in t.stride()[:-1])
+               for t in tensors)
 
 
-DEFAULT_CONFIG = dict(BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=2, WARP_SPECIALIZE=False)
+DEFAULT_CONFIG = dict(BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=2,
+                      WARP_SPECIALIZE=False)
 
 
-def fast_launch(q, k, v, o, lse, causal=False, scale=None, config=None, split=None, reverse=None, host_desc=False):
-    """The host side of one launch: (grid, every kernel argument in order, launch options).
+def fast_launch(q, k, v, o, lse, causal=False, scale=None, config=None, split=None,
+                reverse=None, host_desc=False):
+    """The host side of one launch: (grid, every kernel argument in order, launch
+    options).
 
-    It depends only on shapes, strides, dtype and flags, so `fa2.attention` computes it once per input
-    signature and afterwards swaps in each call's tensors (see `fa2/plan.py`)."""
+    It depends only on shapes, strides, dtype and flags, so `fa2.attention` computes it
+    once per input signature and afterwards swaps in each call's tensors (see
+    `fa2/plan.py`)."""
     B, H, N_Q, D = q.shape
     N_KV = k.shape[2]
     cfg = dict(DEFAULT_CONFIG, **(config or {}))
@@ -164,30 +192,40 @@ def fast_launch(q, k, v, o, lse, causal=False, scale=None, config=None, split=No
     if host_desc:
         tensors = fast_descriptors(q, k, v, o, BM, BN)
     else:
-        ensure_tma_allocator()                 # device descriptors are written to global scratch
+        ensure_tma_allocator()       # device descriptors are written to global scratch
         tensors = (q, k, v, o)
     args = (*tensors, lse,
-            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-            v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
+            q.stride(0), q.stride(1), q.stride(2),
+            k.stride(0), k.stride(1), k.stride(2),
+            v.stride(0), v.stride(1), v.stride(2),
+            o.stride(0), o.stride(1), o.stride(2),
             H, N_Q, N_KV, scale * LOG2E, H // k.shape[1],
-            causal, BM, BN, D, block_d(D),              # IS_CAUSAL, BLOCK_M, BLOCK_N, HEAD_DIM, BLOCK_D
-            split, cfg["WARP_SPECIALIZE"], causal if reverse is None else reverse, host_desc, N_KV % BN == 0)
+            # IS_CAUSAL, BLOCK_M, BLOCK_N, HEAD_DIM, BLOCK_D
+            causal, BM, BN, D, block_d(D),
+            # SPLIT, WARP_SPECIALIZE, REVERSE, HOST_DESC, EVEN_N
+            split, cfg["WARP_SPECIALIZE"], causal if reverse is None else reverse,
+            host_desc, N_KV % BN == 0)
     grid = (triton.cdiv(N_Q, BM), B * H, 1)
     return grid, args, dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
 
 
 def fast_descriptors(q, k, v, o, block_m, block_n):
-    """Host-side 4-D TMA descriptors of q, k, v and o: one (1, 1, block, BLOCK_D) box per load or store."""
+    """Host-side 4-D TMA descriptors of q, k, v and o: one (1, 1, block, BLOCK_D) box
+    per load or store."""
     D = block_d(q.shape[-1])
     return tuple(TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, block, D])
-                 for t, block in ((q, block_m), (k, block_n), (v, block_n), (o, block_m)))
+                 for t, block in ((q, block_m), (k, block_n), (v, block_n),
+                                  (o, block_m)))
 
 
-def attention_fast(q, k, v, causal=False, scale=None, config=None, split=None, reverse=None, host_desc=False):
-    """Chapter 6's forward: (o, lse). Needs TMA-compatible q, k, v (see `tma_compatible`)."""
+def attention_fast(q, k, v, causal=False, scale=None, config=None, split=None,
+                   reverse=None, host_desc=False):
+    """Chapter 6's forward: (o, lse). Needs TMA-compatible q, k, v (see
+    `tma_compatible`)."""
     B, H, N_Q, _ = q.shape
     o = torch.empty_like(q)
     lse = torch.empty(B, H, N_Q, device=q.device, dtype=torch.float32)
-    grid, args, options = fast_launch(q, k, v, o, lse, causal, scale, config, split, reverse, host_desc)
+    grid, args, options = fast_launch(q, k, v, o, lse, causal, scale, config, split,
+                                      reverse, host_desc)
     _fa2_fast_kernel[grid](*args, **options)
     return o, lse

@@ -2,7 +2,8 @@
 # Edit the notebook's `#| export` cells, then run `python -m fa2.export`.
 
 # %% book/05_normalisation.ipynb · cell 4
-"""Chapter 5: the first complete FlashAttention-2 forward -- KV loop, deferred divide, LSE store."""
+"""Chapter 5: the first complete FlashAttention-2 forward -- KV loop, deferred divide,
+LSE store."""
 import math
 
 import torch
@@ -24,44 +25,51 @@ def _fa2_forward_kernel(
     IS_CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
-    pid_m = tl.program_id(0)                          # which query tile
-    pid_bh = tl.program_id(1)                         # which (batch, query head)
-    off_b = (pid_bh // H).to(tl.int64)                # int64: offsets past 2^31 stay exact
+    pid_m = tl.program_id(0)                # which query tile
+    pid_bh = tl.program_id(1)               # which (batch, query head)
+    off_b = (pid_bh // H).to(tl.int64)      # int64: offsets past 2^31 stay exact
     off_h = (pid_bh % H).to(tl.int64)
-    off_kv_h = off_h // GROUP_SIZE                    # GQA: GROUP_SIZE query heads per KV head
+    off_kv_h = off_h // GROUP_SIZE          # GQA: GROUP_SIZE query heads per KV head
     m_start = pid_m * BLOCK_M
-    rows = tl.arange(0, BLOCK_M)                      # (BLOCK_M,) row inside the tile
-    offs_m = m_start + rows                           # (BLOCK_M,) query rows
-    offs_d = tl.arange(0, BLOCK_D)                    # (BLOCK_D,) features
+    rows = tl.arange(0, BLOCK_M)            # (BLOCK_M,) row inside the tile
+    offs_m = m_start + rows                 # (BLOCK_M,) query rows
+    offs_d = tl.arange(0, BLOCK_D)          # (BLOCK_D,) features
     q_ok = (offs_m < N_Q)[:, None] & (offs_d < HEAD_DIM)[None, :]
-    q_tile = Q + off_b * stride_qb + off_h * stride_qh + m_start.to(tl.int64) * stride_qm
+    q_tile = (Q + off_b * stride_qb + off_h * stride_qh
+              + m_start.to(tl.int64) * stride_qm)
     q = tl.load(q_tile + rows[:, None] * stride_qm + offs_d[None, :] * stride_qd,
-                mask=q_ok, other=0.0)                 # (BLOCK_M, BLOCK_D)
+                mask=q_ok, other=0.0)       # (BLOCK_M, BLOCK_D)
     row_max = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     row_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     kv_end = N_KV
-    if IS_CAUSAL:
-        kv_end = min(N_KV, m_start + BLOCK_M + N_KV - N_Q)   # later tiles: all in the future
+    if IS_CAUSAL:                           # later tiles: all in the future
+        kv_end = min(N_KV, m_start + BLOCK_M + N_KV - N_Q)
     acc, row_max, row_sum = attend_kv_tiles(
         acc, row_max, row_sum, q,
-        K + off_b * stride_kb + off_kv_h * stride_kh, V + off_b * stride_vb + off_kv_h * stride_vh,
+        K + off_b * stride_kb + off_kv_h * stride_kh,
+        V + off_b * stride_vb + off_kv_h * stride_vh,
         stride_kn, stride_kd, stride_vn, stride_vd,
         offs_m, kv_end, N_Q, N_KV, scale, IS_CAUSAL, BLOCK_N, HEAD_DIM, BLOCK_D)
-    # epilogue: one division per row (FA2's deferred divide); rows with no key give 0 and -inf
+    # epilogue: one division per row (FA2's deferred divide);
+    # rows with no key give 0 and -inf
     seen = row_sum > 0.0
     safe_sum = tl.where(seen, row_sum, 1.0)
-    o = acc / safe_sum[:, None]                                        # (BLOCK_M, BLOCK_D) fp32
-    lse = tl.where(seen, row_max + tl.log(safe_sum), float("-inf"))    # (BLOCK_M,) natural log
-    o_tile = O + off_b * stride_ob + off_h * stride_oh + m_start.to(tl.int64) * stride_om
+    o = acc / safe_sum[:, None]                             # (BLOCK_M, BLOCK_D) fp32
+    # (BLOCK_M,) natural log
+    lse = tl.where(seen, row_max + tl.log(safe_sum), float("-inf"))
+    o_tile = (O + off_b * stride_ob + off_h * stride_oh
+              + m_start.to(tl.int64) * stride_om)
     tl.store(o_tile + rows[:, None] * stride_om + offs_d[None, :] * stride_od,
              o.to(O.dtype.element_ty), mask=q_ok)
-    tl.store(LSE + pid_bh.to(tl.int64) * N_Q + offs_m, lse, mask=offs_m < N_Q)  # (B, H, N_Q) fp32
+    # LSE: (B, H, N_Q) fp32
+    tl.store(LSE + pid_bh.to(tl.int64) * N_Q + offs_m, lse, mask=offs_m < N_Q)
 
 
 def attention_forward(q, k, v, causal=False, scale=None, block_m=None, block_n=None,
                       num_warps=4, num_stages=2):
-    """Chapter 5's FA2 forward: (o, lse) for q (B, Hq, Nq, D), k/v (B, Hkv, Nk, D), any D <= 256."""
+    """Chapter 5's FA2 forward: (o, lse) for q (B, Hq, Nq, D), k/v (B, Hkv, Nk, D),
+    any D <= 256."""
     B, H, N_Q, D = q.shape
     N_KV = k.shape[2]
     block_m = block_m or (32 if runtime.INTERPRET else 64)
@@ -74,6 +82,6 @@ def attention_forward(q, k, v, causal=False, scale=None, block_m=None, block_n=N
         q, k, v, o, lse,
         *q.stride(), *k.stride(), *v.stride(), *o.stride(),
         H, N_Q, N_KV, scale, H // k.shape[1],
-        IS_CAUSAL=causal, BLOCK_M=block_m, BLOCK_N=block_n, HEAD_DIM=D, BLOCK_D=block_d(D),
-        num_warps=num_warps, num_stages=num_stages)
+        IS_CAUSAL=causal, BLOCK_M=block_m, BLOCK_N=block_n, HEAD_DIM=D,
+        BLOCK_D=block_d(D), num_warps=num_warps, num_stages=num_stages)
     return o, lse

@@ -2,7 +2,8 @@
 # Edit the notebook's `#| export` cells, then run `python -m fa2.export`.
 
 # %% book/04_kv_loop.ipynb · cell 4
-"""Chapter 4: the KV loop -- scores, masks and the online-softmax update over key/value tiles."""
+"""Chapter 4: the KV loop -- scores, masks and the online-softmax update over
+key/value tiles."""
 import math
 
 import torch
@@ -18,43 +19,48 @@ def attend_kv_tiles(acc, row_max, row_sum, q, k_base, v_base,
                     offs_m, kv_end, N_Q, N_KV, scale,
                     IS_CAUSAL: tl.constexpr, BLOCK_N: tl.constexpr,
                     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr):
-    """Fold key/value tiles [0, kv_end) into the online-softmax state (acc, row_max, row_sum).
+    """Fold key/value tiles [0, kv_end) into the online-softmax state
+    (acc, row_max, row_sum).
 
     k_base, v_base point at row 0 of this program's KV head; q is (BLOCK_M, BLOCK_D)."""
-    offs_n = tl.arange(0, BLOCK_N)              # (BLOCK_N,) key row inside a tile
-    offs_d = tl.arange(0, BLOCK_D)              # (BLOCK_D,) feature; >= HEAD_DIM is padding
+    offs_n = tl.arange(0, BLOCK_N)      # (BLOCK_N,) key row inside a tile
+    offs_d = tl.arange(0, BLOCK_D)      # (BLOCK_D,) feature; >= HEAD_DIM is padding
     d_ok = offs_d < HEAD_DIM
-    k_ptrs = k_base + offs_d[:, None] * stride_kd + offs_n[None, :] * stride_kn  # K^T tile
+    # K^T tile (BLOCK_D, BLOCK_N) and V tile (BLOCK_N, BLOCK_D)
+    k_ptrs = k_base + offs_d[:, None] * stride_kd + offs_n[None, :] * stride_kn
     v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd
-    diagonal = N_KV - N_Q                       # causal: row i sees keys j <= i + diagonal
+    diagonal = N_KV - N_Q               # causal: row i sees keys j <= i + diagonal
     for kv_tile_start in range(0, kv_end, BLOCK_N):
-        kv_idx = kv_tile_start + offs_n                                # (BLOCK_N,) key positions
-        kv_ok = kv_idx < N_KV                                          # False past the tail
-        k = tl.load(k_ptrs, mask=d_ok[:, None] & kv_ok[None, :], other=0.0)  # (BLOCK_D, BLOCK_N)
-        v = tl.load(v_ptrs, mask=kv_ok[:, None] & d_ok[None, :], other=0.0)  # (BLOCK_N, BLOCK_D)
-        scores = tl.dot(q, k) * scale                                  # (BLOCK_M, BLOCK_N) fp32
-        visible = kv_ok[None, :]                                       # tail keys score -inf
+        kv_idx = kv_tile_start + offs_n                      # (BLOCK_N,) key positions
+        kv_ok = kv_idx < N_KV                                # False past the tail
+        k = tl.load(k_ptrs, mask=d_ok[:, None] & kv_ok[None, :],
+                    other=0.0)                               # (BLOCK_D, BLOCK_N)
+        v = tl.load(v_ptrs, mask=kv_ok[:, None] & d_ok[None, :],
+                    other=0.0)                               # (BLOCK_N, BLOCK_D)
+        scores = tl.dot(q, k) * scale                        # (BLOCK_M, BLOCK_N) fp32
+        visible = kv_ok[None, :]                             # tail keys score -inf
         if IS_CAUSAL:
             visible = visible & (kv_idx[None, :] <= offs_m[:, None] + diagonal)
         scores = tl.where(visible, scores, float("-inf"))
         # 1. new max first
-        m_new = tl.maximum(row_max, tl.max(scores, axis=1))            # (BLOCK_M,) fp32
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)          # no key seen yet: no NaN
+        m_new = tl.maximum(row_max, tl.max(scores, axis=1))  # (BLOCK_M,) fp32
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # no key seen yet: no NaN
         # 2. rescale factor for the old state, weights of this tile
-        alpha = tl.exp(row_max - m_safe)                               # (BLOCK_M,)
-        p = tl.exp(scores - m_safe[:, None])                           # (BLOCK_M, BLOCK_N) fp32
+        alpha = tl.exp(row_max - m_safe)                     # (BLOCK_M,)
+        p = tl.exp(scores - m_safe[:, None])                 # (BLOCK_M, BLOCK_N) fp32
         # 3. rescale and accumulate (p in the input dtype: tensor cores for the product)
         row_sum = row_sum * alpha + tl.sum(p, axis=1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)          # (BLOCK_M, BLOCK_D) fp32
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)  # (BLOCK_M, BLOCK_D) fp32
         # 4. only then assign the new max
         row_max = m_new
-        k_ptrs += BLOCK_N * stride_kn                                  # 64-bit pointer step
+        k_ptrs += BLOCK_N * stride_kn                        # 64-bit pointer step
         v_ptrs += BLOCK_N * stride_vn
     return acc, row_max, row_sum
 
 
 def block_d(head_dim):
-    """The tile width for a head dim: the next power of two, at least 16 (what tl.dot needs)."""
+    """The tile width for a head dim: the next power of two, at least 16 (what tl.dot
+    needs)."""
     return max(16, triton.next_power_of_2(head_dim))
 
 
@@ -69,31 +75,34 @@ def _kv_loop_state_kernel(
     IS_CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
-    pid_m = tl.program_id(0)                          # which query tile
-    pid_bh = tl.program_id(1)                         # which (batch, query head)
+    pid_m = tl.program_id(0)                # which query tile
+    pid_bh = tl.program_id(1)               # which (batch, query head)
     off_b = (pid_bh // H).to(tl.int64)
     off_h = (pid_bh % H).to(tl.int64)
-    off_kv_h = off_h // GROUP_SIZE                    # GQA: GROUP_SIZE query heads per KV head
+    off_kv_h = off_h // GROUP_SIZE          # GQA: GROUP_SIZE query heads per KV head
     m_start = pid_m * BLOCK_M
-    rows = tl.arange(0, BLOCK_M)                      # (BLOCK_M,) row inside the tile
-    offs_m = m_start + rows                           # (BLOCK_M,) query rows
-    offs_d = tl.arange(0, BLOCK_D)                    # (BLOCK_D,) features
+    rows = tl.arange(0, BLOCK_M)            # (BLOCK_M,) row inside the tile
+    offs_m = m_start + rows                 # (BLOCK_M,) query rows
+    offs_d = tl.arange(0, BLOCK_D)          # (BLOCK_D,) features
     q_ok = (offs_m < N_Q)[:, None] & (offs_d < HEAD_DIM)[None, :]
-    q_tile = Q + off_b * stride_qb + off_h * stride_qh + m_start.to(tl.int64) * stride_qm
+    q_tile = (Q + off_b * stride_qb + off_h * stride_qh
+              + m_start.to(tl.int64) * stride_qm)
     q = tl.load(q_tile + rows[:, None] * stride_qm + offs_d[None, :] * stride_qd,
-                mask=q_ok, other=0.0)                 # (BLOCK_M, BLOCK_D)
+                mask=q_ok, other=0.0)       # (BLOCK_M, BLOCK_D)
     row_max = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     row_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     kv_end = N_KV
-    if IS_CAUSAL:
-        kv_end = min(N_KV, m_start + BLOCK_M + N_KV - N_Q)   # later tiles: all in the future
+    if IS_CAUSAL:                           # later tiles: all in the future
+        kv_end = min(N_KV, m_start + BLOCK_M + N_KV - N_Q)
     acc, row_max, row_sum = attend_kv_tiles(
         acc, row_max, row_sum, q,
-        K + off_b * stride_kb + off_kv_h * stride_kh, V + off_b * stride_vb + off_kv_h * stride_vh,
+        K + off_b * stride_kb + off_kv_h * stride_kh,
+        V + off_b * stride_vb + off_kv_h * stride_vh,
         stride_kn, stride_kd, stride_vn, stride_vd,
         offs_m, kv_end, N_Q, N_KV, scale, IS_CAUSAL, BLOCK_N, HEAD_DIM, BLOCK_D)
-    # the raw state, fp32, contiguous: ACC (B, H, N_Q, HEAD_DIM), ROW_MAX and ROW_SUM (B, H, N_Q)
+    # the raw state, fp32, contiguous:
+    # ACC (B, H, N_Q, HEAD_DIM), ROW_MAX and ROW_SUM (B, H, N_Q)
     row_ok = offs_m < N_Q
     state_row = pid_bh.to(tl.int64) * N_Q + offs_m
     tl.store(ROW_MAX + state_row, row_max, mask=row_ok)
@@ -102,7 +111,8 @@ def _kv_loop_state_kernel(
 
 
 def attention_state(q, k, v, causal=False, scale=None, block_m=None, block_n=None):
-    """Run the KV loop only; return the unnormalised fp32 state (o_tilde, row_max, row_sum)."""
+    """Run the KV loop only; return the unnormalised fp32 state
+    (o_tilde, row_max, row_sum)."""
     B, H, N_Q, D = q.shape
     N_KV = k.shape[2]
     block_m = block_m or (32 if runtime.INTERPRET else 64)
@@ -116,5 +126,6 @@ def attention_state(q, k, v, causal=False, scale=None, block_m=None, block_n=Non
         q, k, v, acc, row_max, row_sum,
         *q.stride(), *k.stride(), *v.stride(),
         H, N_Q, N_KV, scale, H // k.shape[1],
-        IS_CAUSAL=causal, BLOCK_M=block_m, BLOCK_N=block_n, HEAD_DIM=D, BLOCK_D=block_d(D))
+        IS_CAUSAL=causal, BLOCK_M=block_m, BLOCK_N=block_n, HEAD_DIM=D,
+        BLOCK_D=block_d(D))
     return acc, row_max, row_sum

@@ -121,7 +121,8 @@ _STRIDES = [f"stride_{t}{d}" for t in "qkvo"
             for d in ("b", "h", "n" if t in "kv" else "m")]
 _NO_ALIGNMENT = {"@triton.jit\ndef _fa2_forward_kernel(":
                  f"@triton.jit(do_not_specialize={_STRIDES})\ndef _fa2_forward_kernel("}
-_Q_OFFSET = "off_b * stride_qb + off_h * stride_qh + m_start.to(tl.int64) * stride_qm"
+_Q_OFFSET = ("off_b * stride_qb + off_h * stride_qh\n"
+             "              + m_start.to(tl.int64) * stride_qm")
 _K_OFFSET = "off_b * stride_kb + off_kv_h * stride_kh"
 _V_OFFSET = "off_b * stride_vb + off_kv_h * stride_vh"
 
@@ -140,8 +141,8 @@ PERF_BUGS = {
                  "tl.multiple_of(rows[:, None] * stride_qm, [16, 16])",
                  f"K + {_K_OFFSET}": f"K + tl.multiple_of({_K_OFFSET}, 16)",
                  f"V + {_V_OFFSET}": f"V + tl.multiple_of({_V_OFFSET}, 16)"},
-        kv_loop={"offs_n[None, :] * stride_kn  #":
-                 "tl.multiple_of(offs_n[None, :] * stride_kn, [16, 16])  #",
+        kv_loop={"offs_n[None, :] * stride_kn\n":
+                 "tl.multiple_of(offs_n[None, :] * stride_kn, [16, 16])\n",
                  "v_base + offs_n[:, None] * stride_vn":
                  "v_base + tl.multiple_of(offs_n[:, None] * stride_vn, [16, 16])",
                  "BLOCK_N * stride_kn": "tl.multiple_of(BLOCK_N * stride_kn, 16)",

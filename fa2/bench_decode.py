@@ -45,7 +45,7 @@ import fa2
 from fa2 import runtime
 from fa2.chapters.decode_reference import decode_reference, poison_past, random_cache
 from fa2.chapters.flash_decoding import cache_geometry, decode_tiles, num_splits_heuristic
-from fa2.decoding import CPU_SM_COUNT, MAX_SPLITS, DecodePlan, choose_num_splits
+from fa2.decoding import MAX_SPLITS, DecodePlan, choose_num_splits, sm_count
 from fa2.decoding import _config as decode_config
 from fa2.testing import rel_err, rotation_size, time_ms
 
@@ -236,7 +236,7 @@ def heuristic_picks(x):
     """{programs resident per SM: the split count the heuristic picks for x with that many} on this GPU."""
     _, m_tiles, n_tiles = decode_tiles(x.q, x.k_cache, x.block_table, decode_config(x.q)["block_n"])
     programs = x.q.shape[0] * cache_geometry(x.k_cache, x.block_table)[0] * m_tiles
-    sms = torch.cuda.get_device_properties(0).multi_processor_count if runtime.DEVICE == "cuda" else CPU_SM_COUNT
+    sms = sm_count(x.q.device)
     return {c: num_splits_heuristic(programs, n_tiles, sms * c, MAX_SPLITS) for c in CTAS_PER_SM_CANDIDATES}
 
 

@@ -22,7 +22,7 @@ from typing import Optional
 import torch
 import triton
 
-from fa2 import validate
+from fa2 import dispatch, validate
 from fa2._triton_compat import DirectLaunch
 from fa2.chapters.flash_decoding import cache_geometry, decode_launch, decode_tiles, num_splits_heuristic
 
@@ -108,11 +108,9 @@ def _check_inputs(q, k_cache, v_cache, cache_seqlens, block_table, scale, num_sp
         _fail(TypeError, f"softcap must be None or a finite number >= 0 (0: off), got {softcap!r}")
 
 
-@functools.lru_cache(maxsize=None)
-def _sm_count(device):
-    if device.type != "cuda":
-        return CPU_SM_COUNT
-    return torch.cuda.get_device_properties(device.index).multi_processor_count
+def sm_count(device):
+    """SMs the split heuristic fills: the GPU's (fa2.dispatch.sm_count), a pretend CPU_SM_COUNT on the CPU."""
+    return dispatch.sm_count(device.index) if device.type == "cuda" else CPU_SM_COUNT
 
 
 @functools.lru_cache(maxsize=None)
@@ -152,7 +150,7 @@ def choose_num_splits(q, k_cache, block_table=None, block_n=None):
     block_n = block_n or _config(q, block_table is not None)["block_n"]
     _, m_tiles, n_tiles = decode_tiles(q, k_cache, block_table, block_n)
     programs = q.shape[0] * cache_geometry(k_cache, block_table)[0] * m_tiles     # B · H_KV · M tiles
-    return _num_splits(programs, n_tiles, _sm_count(q.device) * CTAS_PER_SM)
+    return _num_splits(programs, n_tiles, sm_count(q.device) * CTAS_PER_SM)
 
 
 def _window_left(window):

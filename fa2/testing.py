@@ -199,7 +199,8 @@ def time_ms(fn, inputs=None, warmup_ms=25.0, rep_ms=100.0, cuda_graph=False):
         call = lambda: fn(*next(rotation))
     if runtime.DEVICE != "cuda":
         return _wallclock_median_ms(call, warmup_ms, rep_ms)
-    if cuda_graph:                            # captures and replays on a side stream of its own
+    if cuda_graph:                            # captures and replays on a side stream of its own,
+        torch.cuda.synchronize()              # which does not wait for work queued on the caller's stream
         return triton.testing.do_bench_cudagraph(call, rep=rep_ms, return_mode="median")
     return triton.testing.do_bench(call, warmup=warmup_ms, rep=rep_ms, return_mode="median")
 

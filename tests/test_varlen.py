@@ -16,7 +16,7 @@ from fa2.testing import check_attention, check_varlen
 from conftest import requires_gpu
 
 DTYPES = (torch.float16, torch.bfloat16)
-BM, BN = chapter.INTERPRETER_CONFIG["BLOCK_M"], chapter.INTERPRETER_CONFIG["BLOCK_N"]   # 32 x 16 on the CPU
+BM, BN = chapter.INTERPRETER_CONFIG["BLOCK_M"], chapter.INTERPRETER_CONFIG["BLOCK_N"]   # the tile-count tests' tiles
 
 
 def api(q, k, v, cu_q, cu_k, max_q, max_k, **kw):
@@ -112,7 +112,8 @@ def test_window_skips_every_invisible_tile_and_masks_only_partial_ones(window, c
     lengths_q, lengths_k = [100, 7, 0, 64, 50], [100, 40, 5, 64, 0]
     q, k, v, cu_q, cu_k = random_varlen(lengths_q, lengths_k, 2, 1, 16, torch.float16)
     tiles = torch.zeros(len(lengths_q) * 2 * math.ceil(100 / BM) * 2, dtype=torch.int32, device=q.device)
-    chapter.attention_varlen_forward(q, k, v, cu_q, cu_k, 100, 100, causal, window=window, tiles=tiles)
+    chapter.attention_varlen_forward(q, k, v, cu_q, cu_k, 100, 100, causal, window=window, tiles=tiles,
+                                     config=chapter.INTERPRETER_CONFIG)
     assert torch.equal(tiles.cpu(), expected_tiles(lengths_q, lengths_k, 2, causal, window))
 
 
@@ -122,7 +123,8 @@ def test_window_work_follows_the_window_not_n():
     work = {}
     for name, window in (("causal", None), ("window", (left, -1))):
         tiles = torch.zeros(math.ceil(n / BM) * 2, dtype=torch.int32, device=q.device)
-        chapter.attention_varlen_forward(q, k, v, cu_q, cu_k, n, n, True, window=window, tiles=tiles)
+        chapter.attention_varlen_forward(q, k, v, cu_q, cu_k, n, n, True, window=window, tiles=tiles,
+                                         config=chapter.INTERPRETER_CONFIG)
         work[name] = tiles.view(-1, 2).sum(1)                       # key tiles per query tile
     assert work["causal"].tolist() == [(m + 1) * BM // BN for m in range(n // BM)]
     assert work["window"].max().item() <= math.ceil((BM + left) / BN) + 1

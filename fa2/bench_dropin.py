@@ -47,6 +47,7 @@ COLUMNS = ["sweep", "provider", "label", "problem", "B", "Hq", "Hkv", "total_q",
 MAX_REL_ERR = 2e-2
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 REFERENCE_ROWS = 256            # window sweep: query rows per checked block
+FLEX_BLOCK = 128                # FlexAttention's default block: its inputs are padded to a multiple
 
 
 @dataclass(frozen=True)
@@ -231,9 +232,10 @@ def build_flex(problem, x):
         raise_recompile_limit()
         _compiled_flex = torch.compile(flex_attention, dynamic=False)
     total = x.q.shape[0]
-    if problem.sweep == "varlen":
-        lengths = torch.tensor(problem.lengths, device=x.q.device)
-        document = torch.repeat_interleave(torch.arange(len(lengths), device=x.q.device), lengths)   # (total,)
+    padded = triton.cdiv(total, FLEX_BLOCK) * FLEX_BLOCK     # whole 128-row blocks: the padding is a
+    if problem.sweep == "varlen":                           # document of its own, its rows dropped
+        lengths = torch.tensor([*problem.lengths, padded - total], device=x.q.device)
+        document = torch.repeat_interleave(torch.arange(len(lengths), device=x.q.device), lengths)  # (padded,)
 
         def mask(b, h, q_idx, kv_idx):
             return (document[q_idx] == document[kv_idx]) & (q_idx >= kv_idx)
@@ -243,11 +245,12 @@ def build_flex(problem, x):
         def mask(b, h, q_idx, kv_idx):
             return (q_idx >= kv_idx) & (q_idx - kv_idx <= left)
 
-    block_mask = create_block_mask(mask, B=None, H=None, Q_LEN=total, KV_LEN=total, device=x.q.device)
-    # (1, H, total, D) contiguous copies, made once
-    q, k, v = (t.transpose(0, 1)[None].contiguous() for t in (x.q, x.k, x.v))
+    block_mask = create_block_mask(mask, B=None, H=None, Q_LEN=padded, KV_LEN=padded, device=x.q.device)
+    # (1, H, padded, D) contiguous copies, made once
+    q, k, v = (F.pad(t, (0, 0, 0, 0, 0, padded - total)).transpose(0, 1)[None].contiguous()
+               for t in (x.q, x.k, x.v))
     fn = lambda: _compiled_flex(q, k, v, block_mask=block_mask, enable_gqa=problem.Hq != problem.Hkv)
-    return fn, lambda o: o[0].transpose(0, 1)
+    return fn, lambda o: o[0, :, :total].transpose(0, 1)
 
 
 def flash_attn_version():

@@ -66,6 +66,13 @@ def test_softcap_changes_the_answer():
     assert (capped - varlen_reference(q, k, v, cu_q, cu_k, scale=1.0)[0]).abs().max() > 0.1
 
 
+@pytest.mark.parametrize("D", [1, 8, 40, 256])
+def test_every_head_dim(D):
+    """The tile is the next power of two (at least 16) wide, its extra columns loaded as zeros; on a GPU,
+    D = 1 (2-byte rows, no 16-byte multiple) takes the pointer path."""
+    check_varlen(api, [21, 3], [30, 3], 2, 1, D, torch.bfloat16, True, window=(7, -1), softcap=5.0)
+
+
 @pytest.mark.parametrize("tma", [True, False], ids=["tma", "pointers"])
 def test_both_load_paths(tma):
     """Device TMA descriptors (emulated by the interpreter) and masked pointer loads (GPUs without TMA)."""

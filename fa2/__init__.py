@@ -3,11 +3,16 @@
     o = fa2.attention(q, k, v, causal=False, scale=None)           # q (B, Hq, Nq, D); k, v (B, Hkv, Nk, D)
     o, lse = fa2.attention(q, k, v, causal=True, return_lse=True)   # lse (B, Hq, Nq) fp32, natural log
     o = fa2.decode(q, k_cache, v_cache, cache_seqlens)              # q (B, Hq, Nq<=16, D): Flash-Decoding
+    from fa2 import flash_attn_func                                 # flash-attn 2.x's signatures, (B, N, H, D)
+    fa2.integrations.transformers.register()                        # attn_implementation="fa2" in HF models
 """
 
 from . import runtime  # noqa: F401  (first: picks GPU or the Triton interpreter before triton loads)
 from .api import attention
 from .decoding import decode
+from .flash_attn import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache
+from . import integrations  # noqa: F401  (imports no integration's library until one is used)
 
 __version__ = "0.1.0"
-__all__ = ["attention", "decode"]
+__all__ = ["attention", "decode", "flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache",
+           "integrations"]

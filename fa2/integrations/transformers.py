@@ -5,7 +5,7 @@
     model = AutoModelForCausalLM.from_pretrained(name, attn_implementation="fa2", dtype=torch.bfloat16)
 
 `register()` adds two entries under one name: the attention function to transformers' `AttentionInterface`, and
-the mask function to its `AttentionMaskInterface` -- without the second, transformers (5.x, and 4.53 on) builds no
+the mask function to its `AttentionMaskInterface` -- without the second, transformers (4.53 on) builds no
 mask at all for a name it does not know, and padded batches would attend to their padding. The mask function gives
 what flash-attn's integration gets: the 2-D padding mask (batch, kv_length), True where a token is real, or None
 when nothing is padded. The attention function then takes one of three paths:
@@ -23,7 +23,8 @@ dropout in training mode, attention sinks (`s_aux`), 4-D custom masks, mask patt
 (e.g. bidirectional image tokens) -- raises NotImplementedError naming it. fa2 computes in float16/bfloat16: a
 float32 model runs under `torch.autocast` (inputs cast to its dtype) or raises TypeError.
 
-Supported transformers: 5.0 to 5.x (checked on the version in requirements-dev.txt).
+Supported transformers: 4.57 to 5.x, the versions whose `masking_utils.AttentionMaskInterface` calls mask functions by
+keyword (tests/test_transformers.py passed on 4.57.6, 5.0.0 and 5.24.0; CI runs the version in requirements-dev.txt).
 """
 
 import torch
@@ -32,7 +33,7 @@ try:
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface
 except ImportError as e:                               # not installed, or older than the mask interface
-    raise ImportError("fa2.integrations.transformers needs transformers >= 5.0: pip install 'fa2-triton[transformers]'"
+    raise ImportError("fa2.integrations.transformers needs transformers >= 4.57: pip install 'fa2-triton[transformers]'"
                       ) from e
 
 import fa2

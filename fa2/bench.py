@@ -5,6 +5,8 @@
     python -m fa2.bench --sweep headline --providers fa2,sdpa_flash --gqa 8
     python -m fa2.bench --sweep headdim                     # D = 64, 80, 96, 128, 160, 192, 256
     python -m fa2.bench --sweep decode                      # fa2.decode: GB/s against its peers and a copy
+    python -m fa2.bench --sweep varlen                      # packed variable-length batch (fa2/bench_dropin.py)
+    python -m fa2.bench --sweep window                      # sliding window at N = 32k (fa2/bench_dropin.py)
     python -m fa2.bench --sweep tiny                        # CPU: Triton interpreter vs SDPA's math backend
 
 Providers: ``fa2`` (``fa2.attention``), ``fa2@v0`` ... ``fa2@v5`` (chapter 6's ladder, ``fa2.ladder``), ``sdpa_flash`` (SDPA's FLASH backend: the FA2 kernels vendored in
@@ -123,6 +125,7 @@ def tiny_sweep(hkv=None):
 
 
 CPU_SWEEPS = ("tiny",)                # what the interpreter can run in seconds
+DROPIN_SWEEPS = ("varlen", "window")  # fa2/bench_dropin.py: problems and peers of their own
 SWEEPS = {"money": money_sweep, "reference": reference_sweep, "headline": headline_sweep, "headdim": headdim_sweep,
           "tiny": tiny_sweep}
 
@@ -459,7 +462,7 @@ def plot(rows, names, path, sweep):
 def parse_args(argv):
     """The command line, checked: known sweep and providers, Hkv dividing every H."""
     parser = argparse.ArgumentParser(prog="python -m fa2.bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sweep", choices=sorted([*SWEEPS, "decode"]),
+    parser.add_argument("--sweep", choices=sorted([*SWEEPS, "decode", *DROPIN_SWEEPS]),
                         default="tiny" if runtime.DEVICE != "cuda" else "headline",
                         help="named set of shapes (default: headline on a GPU, tiny on the CPU)")
     parser.add_argument("--providers", help=f"comma list from {','.join(all_providers())} "
@@ -484,11 +487,16 @@ def parse_args(argv):
                    if args.max_n is None or s.N <= args.max_n]
     if args.gqa is not None and (args.gqa < 1 or any(s.H % args.gqa for s in args.shapes)):
         parser.error(f"--gqa {args.gqa} must divide every H in the {args.sweep} sweep")
+    if args.sweep in DROPIN_SWEEPS:   # their own peers (fa2/bench_dropin.py)
+        from fa2 import bench_dropin
+        known, default = bench_dropin.providers(), bench_dropin.default_providers()
+    else:
+        known, default = all_providers(), default_providers()
     args.providers = list(dict.fromkeys(filter(None, args.providers.split(",")))) if args.providers \
-        else default_providers()
-    unknown = sorted(set(args.providers) - set(all_providers()))
+        else default
+    unknown = sorted(set(args.providers) - set(known))
     if unknown:
-        parser.error(f"unknown providers {unknown}; choose from {sorted(all_providers())}")
+        parser.error(f"unknown providers {unknown}; choose from {sorted(known)}")
     args.name = args.name or args.sweep
     args.command = "python -m fa2.bench " + shlex.join(argv)
     return args
@@ -525,6 +533,10 @@ def main(argv=None):
     args = parse_args(argv)
     if args.from_csv:
         return replot(args)
+    if args.sweep in DROPIN_SWEEPS:   # chapter 10's problems and peers: fa2/bench_dropin.py
+        from fa2 import bench_dropin
+        return bench_dropin.exit_code(bench_dropin.run_sweep(args.sweep, args.out, args.providers,
+                                                             command=args.command, rep_ms=args.rep_ms))
     if args.sweep == "decode":        # fa2.decode against its peers: a sweep of its own (fa2/bench_decode.py)
         from fa2 import bench_decode
         rows = bench_decode.run_sweep(args.out, quick=args.quick, tune=not args.no_tune, command=args.command,

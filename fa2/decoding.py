@@ -15,7 +15,6 @@ trusted (checking them would need a copy to the host). Rows that see no key give
 """
 
 import functools
-import math
 import numbers
 from typing import Optional
 
@@ -101,11 +100,8 @@ def _check_inputs(q, k_cache, v_cache, cache_seqlens, block_table, scale, num_sp
     if num_splits is not None and (not isinstance(num_splits, numbers.Integral) or isinstance(num_splits, bool)
                                    or not 1 <= num_splits <= MAX_SPLITS):
         _fail(ValueError, f"num_splits must be None or an int in [1, {MAX_SPLITS}], got {num_splits!r}")
-    if window is not None and (not isinstance(window, (tuple, list)) or len(window) != 2
-                               or not all(isinstance(w, numbers.Integral) and w >= -1 for w in window)):
-        _fail(ValueError, f"window must be None or (left, right), ints >= -1 (-1: unbounded), got {window!r}")
-    if softcap is not None and (not isinstance(softcap, numbers.Real) or not math.isfinite(softcap) or softcap < 0):
-        _fail(TypeError, f"softcap must be None or a finite number >= 0 (0: off), got {softcap!r}")
+    validate.check_window(WHO, window)
+    validate.check_softcap(WHO, softcap)
 
 
 def sm_count(device):

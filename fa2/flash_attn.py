@@ -16,9 +16,9 @@ import numbers
 
 import torch
 
-import fa2
 from fa2.api import attention
 from fa2.decoding import MAX_QUERIES, decode
+from fa2.varlen import attention_varlen
 
 
 def _unsupported(who, name, value, what):
@@ -48,11 +48,6 @@ def _softcap(who, softcap):
     return float(softcap) or None
 
 
-def _extras(window, softcap):
-    """window/softcap keywords for the kernels, only where set."""
-    return {k: v for k, v in (("window", window), ("softcap", softcap)) if v is not None}
-
-
 def _check_common(who, dropout_p, alibi_slopes, return_attn_probs):
     if dropout_p != 0.0:
         _unsupported(who, "dropout_p", dropout_p, "no dropout: pass 0.0, as for inference")
@@ -74,9 +69,8 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     _check_common(who, dropout_p, alibi_slopes, return_attn_probs)
     _check_dims(who, q=(q, 4, "(batch, seqlen_q, nheads, headdim)"), k=(k, 4, "(batch, seqlen_k, nheads_k, headdim)"),
                 v=(v, 4, "(batch, seqlen_k, nheads_k, headdim)"))
-    extras = _extras(_window(who, window_size), _softcap(who, softcap))
     o, lse = attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=causal, scale=softmax_scale,
-                       return_lse=True, **extras)
+                       return_lse=True, window=_window(who, window_size), softcap=_softcap(who, softcap))
     out = o.transpose(1, 2)                             # o was allocated in q's (B, Nq, Hq, D) memory order
     return (out, lse, _no_probs(q)) if return_attn_probs else out
 
@@ -91,9 +85,9 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     if block_table is not None:
         _unsupported(who, "block_table", type(block_table).__name__,
                      "no paged keys in the varlen call: use flash_attn_with_kvcache for a paged cache")
-    extras = _extras(_window(who, window_size), _softcap(who, softcap))
-    out, lse = fa2.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=causal,
-                                scale=softmax_scale, return_lse=True, **extras)
+    out, lse = attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=causal,
+                                scale=softmax_scale, window=_window(who, window_size),
+                                softcap=_softcap(who, softcap), return_lse=True)
     return (out, lse, _no_probs(q)) if return_attn_probs else out
 
 
@@ -145,8 +139,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         raise ValueError(f"{who}: num_splits must be an int >= 0 (0: a heuristic), got {num_splits!r}")
     if not isinstance(causal, bool):
         raise TypeError(f"{who}: causal must be a bool, got {type(causal).__name__}")
-    window = _window(who, window_size)
-    extras = _extras(None, _softcap(who, softcap))
+    window, softcap = _window(who, window_size), _softcap(who, softcap)
     B, n_q = q.shape[:2]
     if isinstance(cache_seqlens, numbers.Integral) and not isinstance(cache_seqlens, bool):
         cache_seqlens = torch.full((B,), int(cache_seqlens), dtype=torch.int32, device=q.device)
@@ -179,7 +172,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
 
     def run(rows, seqlens, left_bound):
         return decode(q_bhnd[:, :, rows], kc, vc, seqlens, block_table, softmax_scale, num_splits or None,
-                      return_lse=True, window=_decode_window(left_bound), **extras)
+                      return_lse=True, window=_decode_window(left_bound), softcap=softcap)
 
     if n_q == 1 or right == 0:                       # what fa2.decode computes, in blocks of <= MAX_QUERIES
         if n_q <= MAX_QUERIES:

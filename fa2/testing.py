@@ -33,6 +33,7 @@ import torch.nn.functional as F
 
 from . import runtime
 from .chapters.reference import attention_reference, visible_keys
+from .chapters.varlen_reference import masked_attention_reference, random_varlen, varlen_reference, visible_window
 
 LAYOUTS = ("bhnd", "bnhd", "strided")
 
@@ -54,12 +55,14 @@ def make_qkv(B, Hq, Hkv, Nq, Nk, D, dtype, layout="bhnd", device=None, generator
     return one(Hq, Nq), one(Hkv, Nk), one(Hkv, Nk)
 
 
-def sdpa_reference(q, k, v, causal=False, scale=None):
-    """SDPA with the package's conventions (bottom-right causal, GQA); rows with no visible key give 0."""
+def sdpa_reference(q, k, v, causal=False, scale=None, window=None):
+    """SDPA with the package's conventions (bottom-right causal, GQA, flash-attn's window); rows with no
+    visible key give 0."""
     Nq, Nk = q.shape[2], k.shape[2]
-    mask = visible_keys(Nq, Nk, causal, q.device)
+    masked = causal or window is not None
+    mask = visible_window(Nq, Nk, causal, window, q.device) if window else visible_keys(Nq, Nk, causal, q.device)
     rows_seen = mask.any(-1)
-    o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask if causal else None, scale=scale,
+    o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask if masked else None, scale=scale,
                                        enable_gqa=q.shape[1] != k.shape[1])
     return torch.where(rows_seen[:, None], o, torch.zeros((), dtype=o.dtype, device=o.device))
 
@@ -77,9 +80,12 @@ FP32_ROUNDOFF = 2.0**-24
 SLACK = 2.0     # the first-order bounds are doubled: second-order terms, approximate exp/log, tensor-core sums
 
 
-def error_bounds(q, k, v, causal=False, scale=None):
+def error_bounds(q, k, v, causal=False, scale=None, window=None, softcap=None):
     """Per-element bound on |o - o_ref| (B, Hq, Nq, D) and per-row bound on |lse - lse_ref| (B, Hq, Nq) for a
-    kernel that keeps its softmax state in fp32 and rounds only p (before P @ V) and o to the input dtype."""
+    kernel that keeps its softmax state in fp32 and rounds only p (before P @ V) and o to the input dtype.
+
+    With a softcap c the score c·tanh(s/c) passes the error of s on with a factor sech^2 <= 1 and adds the
+    error of tanh evaluated from exp2 (a few fp32 roundings of a number <= 1, counted as 10 u32) times c."""
     u, u32 = UNIT_ROUNDOFF[q.dtype], FP32_ROUNDOFF
     (D, N_KV), group = (q.shape[-1], k.shape[2]), q.shape[1] // k.shape[1]
     scale = 1.0 / math.sqrt(D) if scale is None else scale
@@ -87,9 +93,15 @@ def error_bounds(q, k, v, causal=False, scale=None):
     ka = k.double().abs().repeat_interleave(group, dim=1)
     dot_abs = (qa @ ka.transpose(-1, -2)).amax(dim=(-1, -2)) * scale       # (B, Hq): max scale*sum|q_d k_d|
     score_err = (D + 2) * u32 * dot_abs                                      # fp32 dot of D terms, scale
+    if softcap:
+        score_err = score_err + 10 * softcap * u32
     weight_err = 2 * score_err + (N_KV + 4) * u32                            # (B, Hq): relative error of p, l
-    o, lse = attention_reference(q, k, v, causal, scale, return_lse=True)
-    weighted_abs_v = attention_reference(q, k, v.abs(), causal, scale)      # sum_j p_j |v_j| / l
+    if window is None and not softcap:
+        o, lse = attention_reference(q, k, v, causal, scale, return_lse=True)
+        weighted_abs_v = attention_reference(q, k, v.abs(), causal, scale)  # sum_j p_j |v_j| / l
+    else:
+        o, lse = masked_attention_reference(q, k, v, causal, scale, window, softcap, return_lse=True)
+        weighted_abs_v = masked_attention_reference(q, k, v.abs(), causal, scale, window, softcap)
     o_bound = u * o.abs() + (u + 2 * weight_err[..., None, None]) * weighted_abs_v
     lse_bound = weight_err[..., None] + 4 * u32 * (lse.abs() + dot_abs[..., None])
     return SLACK * o_bound, SLACK * lse_bound
@@ -101,41 +113,86 @@ def _bound_used(diff, bound):
     return torch.where(diff == 0, 0.0, diff / bound).max().item() if diff.numel() else 0.0
 
 
-def check_attention(fn, B=2, Hq=4, Hkv=None, Nq=64, Nk=None, D=32, dtype=torch.float16, causal=False,
-                    layout="bhnd", scale=None, check_lse=True, verbose=False):
-    """Run fn on fresh inputs and assert it matches the fp64 reference within the derived bounds and as well
-    as SDPA does. Returns the errors."""
-    Hkv = Hq if Hkv is None else Hkv
-    Nk = Nq if Nk is None else Nk
-    q, k, v = make_qkv(B, Hq, Hkv, Nq, Nk, D, dtype, layout)
-    out = fn(q, k, v, causal=causal, scale=scale)
-    o, lse = out if isinstance(out, tuple) else (out, None)
-    ref, ref_lse = attention_reference(q, k, v, causal, scale, return_lse=True)
-    o_bound, lse_bound = error_bounds(q, k, v, causal, scale)
-    assert o.shape == q.shape and o.dtype == q.dtype, f"output {tuple(o.shape)} {o.dtype}"
+def _check_output(o, lse, ref, ref_lse, o_bound, lse_bound):
+    """Assert o (and lse, if not None) within the derived bounds of the fp64 reference; the errors as a dict."""
+    assert o.shape == ref.shape, f"output shape {tuple(o.shape)}, expected {tuple(ref.shape)}"
     assert torch.isfinite(o).all(), "output has NaN/inf (unwritten rows or a 0/0)"
     err = rel_err(o, ref)
-    # SDPA computes with q, k, v upcast on the CPU when the GPU has no kernel for the combination
-    sdpa_o = sdpa_reference(q, k, v, causal, scale)
-    sdpa_err = rel_err(sdpa_o, ref)
     excess = _bound_used(o.double() - ref.to(o.device), o_bound.to(o.device))
     assert excess <= 1, f"output error is {excess:.2g} times its derived bound (err {err:.2e})"
-    assert err <= 2 * sdpa_err + 1e-3, f"error {err:.2e} is more than twice SDPA's {sdpa_err:.2e}"
-    result = {"err": err, "sdpa_err": sdpa_err, "bound_used": excess}
-    if lse is not None and check_lse:
-        assert lse.shape == q.shape[:3] and lse.dtype == torch.float32
+    result = {"err": err, "bound_used": excess}
+    if lse is not None:
+        assert lse.shape == ref_lse.shape and lse.dtype == torch.float32, f"lse {tuple(lse.shape)} {lse.dtype}"
         seen = torch.isfinite(ref_lse)
-        assert torch.isneginf(lse[~seen]).all(), "rows with no visible key must have lse = -inf"
+        assert torch.isneginf(lse[~seen.to(lse.device)]).all(), "rows with no visible key must have lse = -inf"
         lse_err = (lse[seen].double() - ref_lse[seen].to(lse.device)).abs()
         lse_excess = _bound_used(lse_err, lse_bound[seen].to(lse.device))
         assert lse_excess <= 1, (f"lse error {lse_err.max().item():.2e} is {lse_excess:.2g} times its derived "
                                  f"bound {lse_bound[seen].min().item():.1e}..{lse_bound[seen].max().item():.1e}")
         result["lse_err"] = lse_err.max().item() if seen.any() else 0.0
         result["lse_bound_used"] = lse_excess
-    if verbose:
-        print(f"B={B} Hq={Hq} Hkv={Hkv} Nq={Nq} Nk={Nk} D={D} {str(dtype)[6:]:8s} causal={causal!s:5} "
-              f"{layout:7s}: err {err:.1e} (SDPA {sdpa_err:.1e})")
     return result
+
+
+def check_attention(fn, B=2, Hq=4, Hkv=None, Nq=64, Nk=None, D=32, dtype=torch.float16, causal=False,
+                    layout="bhnd", scale=None, check_lse=True, verbose=False, window=None, softcap=None):
+    """Run fn on fresh inputs and assert it matches the fp64 reference within the derived bounds and as well
+    as SDPA does (SDPA has no softcap: with one, the bounds alone). Returns the errors.
+
+    fn(q, k, v, causal=, scale=) -> o or (o, lse); it also gets window= and softcap= when they are not None."""
+    Hkv = Hq if Hkv is None else Hkv
+    Nk = Nq if Nk is None else Nk
+    q, k, v = make_qkv(B, Hq, Hkv, Nq, Nk, D, dtype, layout)
+    extra = {name: x for name, x in (("window", window), ("softcap", softcap)) if x is not None}
+    out = fn(q, k, v, causal=causal, scale=scale, **extra)
+    o, lse = out if isinstance(out, tuple) else (out, None)
+    assert o.dtype == q.dtype, f"output dtype {o.dtype}, input {q.dtype}"
+    if window is None and not softcap:
+        ref, ref_lse = attention_reference(q, k, v, causal, scale, return_lse=True)
+    else:
+        ref, ref_lse = masked_attention_reference(q, k, v, causal, scale, window, softcap, return_lse=True)
+    o_bound, lse_bound = error_bounds(q, k, v, causal, scale, window, softcap)
+    result = _check_output(o, lse if check_lse else None, ref, ref_lse, o_bound, lse_bound)
+    err = result["err"]
+    if not softcap:
+        # SDPA computes with q, k, v upcast on the CPU when the GPU has no kernel for the combination
+        sdpa_err = result["sdpa_err"] = rel_err(sdpa_reference(q, k, v, causal, scale, window), ref)
+        assert err <= 2 * sdpa_err + 1e-3, f"error {err:.2e} is more than twice SDPA's {sdpa_err:.2e}"
+    if verbose:
+        sdpa = f" (SDPA {result['sdpa_err']:.1e})" if "sdpa_err" in result else ""
+        print(f"B={B} Hq={Hq} Hkv={Hkv} Nq={Nq} Nk={Nk} D={D} {str(dtype)[6:]:8s} causal={causal!s:5} "
+              f"{layout:7s}: err {err:.1e}{sdpa}")
+    return result
+
+
+def varlen_error_bounds(q, k, v, cu_seqlens_q, cu_seqlens_k, causal=False, scale=None, window=None,
+                        softcap=None):
+    """error_bounds of packed sequences, sequence by sequence: o bound (total_q, Hq, D), lse bound (Hq, total_q)."""
+    o_bound = torch.zeros(q.shape, dtype=torch.float64, device=q.device)
+    lse_bound = torch.zeros(q.shape[1], q.shape[0], dtype=torch.float64, device=q.device)
+    cu_q, cu_k = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
+    for q0, q1, k0, k1 in zip(cu_q, cu_q[1:], cu_k, cu_k[1:]):
+        if q1 > q0 and k1 > k0:
+            one = lambda x, a, b: x[a:b].transpose(0, 1)[None]              # (1, H, n, D)
+            o_b, lse_b = error_bounds(one(q, q0, q1), one(k, k0, k1), one(v, k0, k1), causal, scale, window,
+                                      softcap)
+            o_bound[q0:q1] = o_b[0].transpose(0, 1)
+            lse_bound[:, q0:q1] = lse_b[0]
+    return o_bound, lse_bound
+
+
+def check_varlen(fn, lengths_q, lengths_k, Hq=4, Hkv=2, D=32, dtype=torch.float16, causal=False, scale=None,
+                 window=None, softcap=None, generator=None):
+    """Run ``fn(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=, scale=, window=,
+    softcap=) -> (o, lse)`` on fresh packed sequences and assert it matches the fp64 reference within the
+    derived bounds, sequence by sequence (lse (Hq, total_q), -inf exactly where a row sees no key)."""
+    q, k, v, cu_q, cu_k = random_varlen(lengths_q, lengths_k, Hq, Hkv, D, dtype, generator=generator)
+    o, lse = fn(q, k, v, cu_q, cu_k, max(lengths_q), max(lengths_k), causal=causal, scale=scale, window=window,
+                softcap=softcap)
+    assert o.dtype == q.dtype, f"output dtype {o.dtype}, input {q.dtype}"
+    ref, ref_lse = varlen_reference(q, k, v, cu_q, cu_k, causal, scale, window, softcap)
+    o_bound, lse_bound = varlen_error_bounds(q, k, v, cu_q, cu_k, causal, scale, window, softcap)
+    return _check_output(o, lse, ref, ref_lse, o_bound, lse_bound)
 
 
 def causal_boundary_cases(block_m, block_n):
@@ -241,5 +298,6 @@ def mutant(module, edits, imports=None):
 
 
 __all__ = ["mutant", "time_ms", "rotation_size", "make_qkv", "sdpa_reference", "rel_err", "error_bounds",
-           "check_attention", "causal_boundary_cases", "check_causal_boundaries", "attention_tflops", "LAYOUTS",
+           "check_attention", "varlen_error_bounds", "check_varlen", "causal_boundary_cases",
+           "check_causal_boundaries", "attention_tflops", "LAYOUTS",
            "UNIT_ROUNDOFF", "FP32_ROUNDOFF", "SLACK"]

@@ -75,6 +75,26 @@ def check_flag(who, name, value):
         raise TypeError(f"{who}: {name} must be a bool, got {type(value).__name__}")
 
 
+def check_window(who, window):
+    """window is None or (left, right): two ints >= -1 (flash-attn's window_size; -1: unbounded)."""
+    if window is not None and (not isinstance(window, (tuple, list)) or len(window) != 2 or not all(
+            isinstance(w, numbers.Integral) and not isinstance(w, bool) and w >= -1 for w in window)):
+        raise ValueError(f"{who}: window must be None or (left, right), ints >= -1 (-1: unbounded), "
+                         f"got {window!r}")
+
+
+def check_softcap(who, softcap):
+    """softcap is None or a finite number >= 0 (0: off)."""
+    if softcap is not None and (isinstance(softcap, bool) or not isinstance(softcap, numbers.Real)
+                                or not math.isfinite(softcap) or softcap < 0):
+        raise TypeError(f"{who}: softcap must be None or a finite number >= 0 (0: off), got {softcap!r}")
+
+
+def window_bounds(window):
+    """(left, right) ints, (-1, -1) for None: the form the kernels and the custom ops take."""
+    return (-1, -1) if window is None else (int(window[0]), int(window[1]))
+
+
 def check_attention_inputs(q, k, v, causal, scale, who="fa2.attention"):
     """fa2.attention's contract: q (B, Hq, Nq, D), k and v (B, Hkv, Nk, D), Hq % Hkv == 0, D <= 256."""
     check_tensor(who, "q", q, 4, "(B, H, N, D)")

@@ -1,27 +1,21 @@
 """fa2's flash-attn 2.x signatures (fa2/flash_attn.py) against an fp64 reference with flash-attn's semantics: layouts,
 GQA, varlen, the KV-cache append (what is written and what is not), windows, softcap, and every unsupported argument."""
-import inspect
 import math
 
 import pytest
 import torch
 
-import fa2
 from fa2 import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache, runtime
 from fa2.chapters.decode_reference import random_cache
 
 DEVICE = runtime.DEVICE
-needs_window_kernels = pytest.mark.skipif("window" not in inspect.signature(fa2.attention).parameters,
-                                          reason="needs fa2.attention(window=, softcap=) from branch dropin")
-needs_varlen = pytest.mark.skipif(not hasattr(fa2, "attention_varlen"),
-                                  reason="needs fa2.attention_varlen from branch dropin")
 
 
 def reference(q, k, v, causal=False, window=(-1, -1), softcap=0.0, scale=None):
     """fp64 flash-attn semantics on (B, N, H, D): query i at position i + Nk - Nq sees keys j with
     pos - left <= j <= pos + right (right 0 if causal; -1 unbounded); softcap c: s -> c tanh(s / c).
     Returns o (B, Nq, Hq, D) and lse (B, Hq, Nq); rows with no key: 0 and -inf."""
-    (B, Nq, Hq, D), (Nk, Hkv) = q.shape, k.shape[1:3]
+    (Nq, Hq, D), (Nk, Hkv) = q.shape[1:], k.shape[1:3]
     scale = 1 / math.sqrt(D) if scale is None else scale
     q, k, v = (t.double().transpose(1, 2) for t in (q, k, v))
     k, v = (t.repeat_interleave(Hq // Hkv, dim=1) for t in (k, v))
@@ -83,7 +77,6 @@ def test_flash_attn_func_scale_and_strided_inputs():
     assert_close(out, reference(q, k, v, True, scale=0.3)[0], q.dtype)
 
 
-@needs_window_kernels
 @pytest.mark.parametrize("causal, window, softcap", [(True, (8, -1), 0.0), (False, (5, 3), 0.0), (True, (-1, -1), 2.0),
                                                      (False, (4, 0), 1.5)])
 def test_flash_attn_func_window_and_softcap(causal, window, softcap):
@@ -94,7 +87,6 @@ def test_flash_attn_func_window_and_softcap(causal, window, softcap):
 
 # ---- flash_attn_varlen_func ---------------------------------------------------------------------------------------
 
-@needs_varlen
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attn_varlen_func(causal):
     lengths_q, lengths_k = [1, 37, 0, 20], [5, 37, 3, 64]           # a lone query, Nq == Nk, empty, a tail
@@ -252,8 +244,6 @@ def test_unsupported_arguments_raise_naming_themselves(fn, kwargs, name):
 def test_defaults_and_deterministic_are_accepted(fn):
     """flash-attn's defaults compute; deterministic=True is kept (the forward is deterministic, there is no
     backward): a call with it gives the call without it, bit for bit."""
-    if fn is flash_attn_varlen_func and not hasattr(fa2, "attention_varlen"):
-        pytest.skip("needs fa2.attention_varlen from branch dropin")
     kwargs = {} if fn is flash_attn_with_kvcache else dict(deterministic=True)
     assert torch.equal(_call(fn, **kwargs), _call(fn))
 

@@ -118,11 +118,8 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
     in_dtype, dtype = query.dtype, _compute_dtype(query)
     query, key, value = (t.to(dtype) for t in (query, key, value))
     causal = bool(getattr(module, "is_causal", True) if is_causal is None else is_causal)
-    options = dict(causal=causal, scale=scaling)
-    if sliding_window is not None:           # w keys in all, the query included (transformers' count)
-        options["window"] = (sliding_window - 1, sliding_window - 1)
-    if softcap:
-        options["softcap"] = float(softcap)
+    window = None if sliding_window is None else (sliding_window - 1, sliding_window - 1)   # w keys, query included
+    options = dict(causal=causal, scale=scaling, window=window, softcap=float(softcap) if softcap else None)
     B, _, N_Q, _ = query.shape
 
     if attention_mask is not None:

@@ -1,0 +1,74 @@
+"""The varlen and window benchmarks (fa2/bench_dropin.py) end to end on CPU-sized problems."""
+import csv
+
+import pytest
+import torch
+
+from fa2 import bench, bench_dropin
+from fa2.chapters.varlen_reference import masked_attention_reference
+
+
+@pytest.mark.parametrize("sweep", ["varlen", "window"])
+def test_tiny_sweep_writes_checked_rows(sweep, tmp_path, capsys):
+    names = ["fa2", "sdpa_padded", "sdpa_flash"]
+    rows = bench_dropin.run_sweep(sweep, tmp_path, names, bench_dropin.tiny_problems(sweep), command="test",
+                                  rep_ms=5)
+    with open(tmp_path / f"{sweep}.csv", newline="") as file:
+        reader = csv.DictReader(file)
+        assert reader.fieldnames == bench_dropin.COLUMNS
+        written = list(reader)
+    assert len(written) == len(rows) == (2 if sweep == "varlen" else 3)   # each provider where it applies
+    for row in written:
+        assert row["check"] == "ok" and float(row["rel_err"]) <= bench_dropin.MAX_REL_ERR, row
+        assert float(row["ms"]) > 0 and float(row["tflops"]) > 0 and row["command"] == "test"
+    assert bench_dropin.exit_code(rows) == 0
+    result = bench_dropin.summary(rows)
+    if sweep == "window":
+        assert result["window_vs_causal"] > 0
+    printed = capsys.readouterr().out
+    assert "fa2 / sdpa_" in printed
+
+
+def test_a_wrong_output_fails_its_check(tmp_path, monkeypatch):
+    every = bench_dropin.providers()
+    build = every["fa2"].build
+
+    def wrong(problem, x):
+        fn, packed = build(problem, x)
+        return (lambda: fn() * 1.1), packed
+
+    monkeypatch.setattr(every["fa2"], "build", wrong)
+    monkeypatch.setattr(bench_dropin, "providers", lambda: every)
+    rows = bench_dropin.run_sweep("varlen", tmp_path, ["fa2"], bench_dropin.tiny_problems("varlen"), rep_ms=5)
+    assert rows[0]["check"] == "fail" and bench_dropin.exit_code(rows) == 1
+
+
+def test_visible_pairs_and_the_fixed_lengths():
+    causal = bench_dropin.Problem("window", (10,), 1, 1, 16)
+    assert causal.visible_pairs() == 55                                  # 1 + 2 + ... + 10
+    windowed = bench_dropin.Problem("window", (10,), 1, 1, 16, window=(3, 0))
+    assert windowed.visible_pairs() == 1 + 2 + 3 + 4 * 7                 # min(i, 3) + 1 keys per row
+    lengths = bench_dropin.varlen_lengths()
+    assert len(lengths) == 16 and all(128 <= n <= 4096 for n in lengths)
+    assert lengths == bench_dropin.varlen_lengths()                      # the same draw every time
+    assert bench_dropin.varlen_problems()[0].visible_pairs() == sum(n * (n + 1) // 2 for n in lengths)
+
+
+def test_cli_knows_the_sweeps_and_their_providers():
+    with pytest.raises(SystemExit):                  # a GPU sweep refuses to start on the CPU
+        bench.parse_args(["--sweep", "varlen"])
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--sweep", "window", "--providers", "nope", "--from-csv", "x.csv"])
+    args = bench.parse_args(["--sweep", "window", "--providers", "fa2,flex", "--from-csv", "x.csv"])
+    assert args.providers == ["fa2", "flex"]
+
+
+def test_reference_rows_of_the_window_problem():
+    """The window sweep checks blocks of rows against keys from the window's start: the same numbers as the
+    whole reference."""
+    problem = bench_dropin.Problem("window", (600,), 2, 2, 16, window=(50, 0))
+    x = bench_dropin.make_inputs(problem, torch.Generator().manual_seed(0))
+    rows, ref = bench_dropin.reference(problem, x)
+    assert {0, 255, 300, 599} <= set(rows.tolist()) and len(rows) == 3 * bench_dropin.REFERENCE_ROWS
+    full = masked_attention_reference(*(t.transpose(0, 1)[None] for t in (x.q, x.k, x.v)), True, None, (50, 0))
+    torch.testing.assert_close(ref, full[0].transpose(0, 1)[rows])

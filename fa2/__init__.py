@@ -6,12 +6,17 @@
     o = fa2.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=True)
                                                                     # packed q (total_q, Hq, D), k, v (total_k, Hkv, D)
     o = fa2.decode(q, k_cache, v_cache, cache_seqlens)              # q (B, Hq, Nq<=16, D): Flash-Decoding
+    from fa2 import flash_attn_func                                 # flash-attn 2.x's signatures, (B, N, H, D)
+    fa2.integrations.transformers.register()                        # attn_implementation="fa2" in HF models
 """
 
 from . import runtime  # noqa: F401  (first: picks GPU or the Triton interpreter before triton loads)
 from .api import attention
 from .decoding import decode
 from .varlen import attention_varlen
+from .flash_attn import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache
+from . import integrations  # noqa: F401  (imports no integration's library until one is used)
 
 __version__ = "0.1.0"
-__all__ = ["attention", "attention_varlen", "decode"]
+__all__ = ["attention", "attention_varlen", "decode", "flash_attn_func", "flash_attn_varlen_func",
+           "flash_attn_with_kvcache", "integrations"]

@@ -2,8 +2,8 @@
 # Edit the notebook's `#| export` cells, then run `python -m fa2.export`.
 
 # %% book/06_autotune.ipynb · cell 15
-"""Chapter 6: the fast forward -- exp2, the causal loop split, TMA descriptors, warp
-specialisation."""
+"""Chapter 6: the fast forward -- exp2, the causal loop split, TMA descriptors, split
+head-dim tiles, warp specialisation."""
 import math
 
 import torch
@@ -19,37 +19,72 @@ LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * log2(e))
 
 
 @triton.jit
-def _tile(desc, off_b, off_h, row, BLOCK: tl.constexpr, BLOCK_D: tl.constexpr,
-          HOST_DESC: tl.constexpr):
-    """Load rows [row, row + BLOCK) of one head: (BLOCK, BLOCK_D). Rows past the end
-    and columns past the head dim arrive as zeros (the descriptor's shape is the
-    tensor's, its box the tile's)."""
+def _tile(desc, off_b, off_h, row, COL: tl.constexpr, BLOCK: tl.constexpr,
+          BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr):
+    """Load rows [row, row + BLOCK), columns [COL, COL + BLOCK_D) of one head. Rows
+    past the end and columns past the head dim arrive as zeros (the descriptor's shape
+    is the tensor's, its box the tile's)."""
     if HOST_DESC:   # 4-D (B, H, N, D)
-        return desc.load([off_b, off_h, row, 0]).reshape(BLOCK, BLOCK_D)
+        return desc.load([off_b, off_h, row, COL]).reshape(BLOCK, BLOCK_D)
     else:           # 2-D per head
-        return desc.load([row, 0])
+        return desc.load([row, COL])
+
+
+@triton.jit
+def _store_tile(desc, off_b, off_h, row, COL: tl.constexpr, tile, BLOCK: tl.constexpr,
+                BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr):
+    """Store tile (BLOCK, BLOCK_D) at rows [row, row + BLOCK), columns [COL, ...) of one
+    head. Rows past the end and columns past the head dim are dropped."""
+    if HOST_DESC:
+        desc.store([off_b, off_h, row, COL], tile.reshape(1, 1, BLOCK, BLOCK_D))
+    else:
+        desc.store([row, COL], tile)
 
 
 # %% book/06_autotune.ipynb · cell 17
+def head_dim_pieces(head_dim):
+    """The column tiles that cover a head dim: (BLOCK_D, BLOCK_D1), powers of two of at
+    least 16 (what tl.dot needs); BLOCK_D1 = 0 when one tile covers it.
+
+    One tile is chapter 4's, the next power of two. Two tiles -- the largest power of
+    two that fits, then the next power of two over the rest -- are used when together
+    they are narrower: 96 = 64 + 32 instead of 128, 160 = 128 + 32 instead of 256."""
+    whole = block_d(head_dim)
+    first = 1 << (head_dim.bit_length() - 1)       # largest power of two <= head_dim
+    if first == head_dim:
+        return whole, 0
+    rest = max(16, triton.next_power_of_2(head_dim - first))
+    return (first, rest) if first + rest < whole else (whole, 0)
+
+
+# %% book/06_autotune.ipynb · cell 20
 @triton.jit
-def attend_tiles_fast(acc, row_max, row_sum, q, desc_k, desc_v, off_b, off_kv_h, offs_m,
-                      kv_start, kv_end, N_Q, N_KV, qk_scale,
-                      MASKED: tl.constexpr, IS_CAUSAL: tl.constexpr,
+def attend_tiles_fast(acc, acc1, row_max, row_sum, q, q1, desc_k, desc_v, desc_k1,
+                      desc_v1, off_b, off_kv_h, offs_m, kv_start, kv_end, N_Q, N_KV,
+                      qk_scale, MASKED: tl.constexpr, IS_CAUSAL: tl.constexpr,
                       BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                      HOST_DESC: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
+                      BLOCK_D1: tl.constexpr, HOST_DESC: tl.constexpr,
+                      WARP_SPECIALIZE: tl.constexpr):
     """Chapter 4's update in the base-2 domain: row_max is max(s)*scale*log2(e), weights
     are exp2(...).
 
     MASKED=False is the hot loop: every key of every tile is visible, so there is no
     mask and no -inf guard. MASKED=True handles the diagonal tiles of a causal program
-    and the tail tile past N_KV."""
+    and the tail tile past N_KV. With BLOCK_D1 > 0, q1, acc1 and the *1 descriptors are
+    the head dim's second column piece, columns [BLOCK_D, BLOCK_D + BLOCK_D1); with
+    BLOCK_D1 = 0 they are stand-ins (or None) that are never read."""
     offs_n = tl.arange(0, BLOCK_N)
     diagonal = N_KV - N_Q
     for kv_tile_start in tl.range(kv_start, kv_end, BLOCK_N,
                                   warp_specialize=WARP_SPECIALIZE):
         # (BLOCK_N, BLOCK_D)
-        k = _tile(desc_k, off_b, off_kv_h, kv_tile_start, BLOCK_N, BLOCK_D, HOST_DESC)
+        k = _tile(desc_k, off_b, off_kv_h, kv_tile_start, 0, BLOCK_N, BLOCK_D,
+                  HOST_DESC)
         scores = tl.dot(q, k.T)                            # (BLOCK_M, BLOCK_N) fp32
+        if BLOCK_D1 > 0:    # q k^T = q0 k0^T + q1 k1^T over the two column pieces
+            k1 = _tile(desc_k1, off_b, off_kv_h, kv_tile_start, BLOCK_D, BLOCK_N,
+                       BLOCK_D1, HOST_DESC)                # (BLOCK_N, BLOCK_D1)
+            scores = tl.dot(q1, k1.T, scores)
         if MASKED:
             kv_idx = kv_tile_start + offs_n
             visible = kv_idx[None, :] < N_KV
@@ -69,26 +104,34 @@ def attend_tiles_fast(acc, row_max, row_sum, q, desc_k, desc_v, off_b, off_kv_h,
         row_sum = row_sum * alpha + tl.sum(p, axis=1)
         acc = acc * alpha[:, None]
         # (BLOCK_N, BLOCK_D)
-        v = _tile(desc_v, off_b, off_kv_h, kv_tile_start, BLOCK_N, BLOCK_D, HOST_DESC)
+        v = _tile(desc_v, off_b, off_kv_h, kv_tile_start, 0, BLOCK_N, BLOCK_D,
+                  HOST_DESC)
         acc = tl.dot(p.to(v.dtype), v, acc)                # (BLOCK_M, BLOCK_D) fp32
+        if BLOCK_D1 > 0:    # the second piece's accumulator, rescaled the same way
+            v1 = _tile(desc_v1, off_b, off_kv_h, kv_tile_start, BLOCK_D, BLOCK_N,
+                       BLOCK_D1, HOST_DESC)                # (BLOCK_N, BLOCK_D1)
+            acc1 = tl.dot(p.to(v1.dtype), v1, acc1 * alpha[:, None])
         row_max = m_new
-    return acc, row_max, row_sum
+    return acc, acc1, row_max, row_sum
 
 
-# %% book/06_autotune.ipynb · cell 19
+# %% book/06_autotune.ipynb · cell 22
 @triton.jit
 def _fa2_fast_kernel(
-    Q, K, V, O, LSE,
+    Q, K, V, O, Q1, K1, V1, O1, LSE,
     stride_qb, stride_qh, stride_qm,
     stride_kb, stride_kh, stride_kn,
     stride_vb, stride_vh, stride_vn,
     stride_ob, stride_oh, stride_om,
     H, N_Q, N_KV, qk_scale, GROUP_SIZE,
     IS_CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_D1: tl.constexpr,
     SPLIT: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, REVERSE: tl.constexpr,
     HOST_DESC: tl.constexpr, EVEN_N: tl.constexpr,
 ):
+    # Q, K, V, O: pointers, or 4-D host descriptors (HOST_DESC) with boxes BLOCK_D wide;
+    # Q1 ... O1: host descriptors of the second column piece (HOST_DESC and
+    # BLOCK_D1 > 0), else None
     num_m_tiles = tl.num_programs(0)
     pid_m = tl.program_id(0)
     if REVERSE:                 # causal: the longest query tiles start first
@@ -97,31 +140,56 @@ def _fa2_fast_kernel(
     off_b = pid_bh // H
     off_h = pid_bh % H
     off_kv_h = off_h // GROUP_SIZE
+    desc_q1, desc_k1, desc_v1, desc_o1 = Q1, K1, V1, O1
     if HOST_DESC:
         desc_q, desc_k, desc_v, desc_o = Q, K, V, O   # 4-D descriptors made on the host
     else:
         # TMA descriptors of this (batch, head): 2-D (rows, HEAD_DIM) views read in
-        # (rows, BLOCK_D) boxes
+        # (rows, BLOCK_D) boxes, and (rows, BLOCK_D1) boxes for the second piece
         b64, h64, kvh64 = off_b.to(tl.int64), off_h.to(tl.int64), off_kv_h.to(tl.int64)
-        desc_q = tl.make_tensor_descriptor(
-            Q + b64 * stride_qb + h64 * stride_qh, shape=[N_Q, HEAD_DIM],
-            strides=[stride_qm, 1], block_shape=[BLOCK_M, BLOCK_D])
-        desc_k = tl.make_tensor_descriptor(
-            K + b64 * stride_kb + kvh64 * stride_kh, shape=[N_KV, HEAD_DIM],
-            strides=[stride_kn, 1], block_shape=[BLOCK_N, BLOCK_D])
-        desc_v = tl.make_tensor_descriptor(
-            V + b64 * stride_vb + kvh64 * stride_vh, shape=[N_KV, HEAD_DIM],
-            strides=[stride_vn, 1], block_shape=[BLOCK_N, BLOCK_D])
-        desc_o = tl.make_tensor_descriptor(
-            O + b64 * stride_ob + h64 * stride_oh, shape=[N_Q, HEAD_DIM],
-            strides=[stride_om, 1], block_shape=[BLOCK_M, BLOCK_D])
+        q_head = Q + b64 * stride_qb + h64 * stride_qh
+        desc_q = tl.make_tensor_descriptor(q_head, shape=[N_Q, HEAD_DIM],
+                                           strides=[stride_qm, 1],
+                                           block_shape=[BLOCK_M, BLOCK_D])
+        k_head = K + b64 * stride_kb + kvh64 * stride_kh
+        desc_k = tl.make_tensor_descriptor(k_head, shape=[N_KV, HEAD_DIM],
+                                           strides=[stride_kn, 1],
+                                           block_shape=[BLOCK_N, BLOCK_D])
+        v_head = V + b64 * stride_vb + kvh64 * stride_vh
+        desc_v = tl.make_tensor_descriptor(v_head, shape=[N_KV, HEAD_DIM],
+                                           strides=[stride_vn, 1],
+                                           block_shape=[BLOCK_N, BLOCK_D])
+        o_head = O + b64 * stride_ob + h64 * stride_oh
+        desc_o = tl.make_tensor_descriptor(o_head, shape=[N_Q, HEAD_DIM],
+                                           strides=[stride_om, 1],
+                                           block_shape=[BLOCK_M, BLOCK_D])
+        if BLOCK_D1 > 0:
+            desc_q1 = tl.make_tensor_descriptor(q_head, shape=[N_Q, HEAD_DIM],
+                                                strides=[stride_qm, 1],
+                                                block_shape=[BLOCK_M, BLOCK_D1])
+            desc_k1 = tl.make_tensor_descriptor(k_head, shape=[N_KV, HEAD_DIM],
+                                                strides=[stride_kn, 1],
+                                                block_shape=[BLOCK_N, BLOCK_D1])
+            desc_v1 = tl.make_tensor_descriptor(v_head, shape=[N_KV, HEAD_DIM],
+                                                strides=[stride_vn, 1],
+                                                block_shape=[BLOCK_N, BLOCK_D1])
+            desc_o1 = tl.make_tensor_descriptor(o_head, shape=[N_Q, HEAD_DIM],
+                                                strides=[stride_om, 1],
+                                                block_shape=[BLOCK_M, BLOCK_D1])
     m_start = pid_m * BLOCK_M
     offs_m = m_start + tl.arange(0, BLOCK_M)
     # (BLOCK_M, BLOCK_D)
-    q = _tile(desc_q, off_b, off_h, m_start, BLOCK_M, BLOCK_D, HOST_DESC)
+    q = _tile(desc_q, off_b, off_h, m_start, 0, BLOCK_M, BLOCK_D, HOST_DESC)
     row_max = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     row_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    # the second column piece, if the head dim has one (else stand-ins, never read)
+    q1, acc1 = q, acc
+    if BLOCK_D1 > 0:
+        # (BLOCK_M, BLOCK_D1)
+        q1 = _tile(desc_q1, off_b, off_h, m_start, BLOCK_D, BLOCK_M, BLOCK_D1,
+                   HOST_DESC)
+        acc1 = tl.zeros([BLOCK_M, BLOCK_D1], dtype=tl.float32)
     diagonal = N_KV - N_Q
     kv_end = N_KV
     if IS_CAUSAL:               # past kv_end every key is in the future
@@ -132,35 +200,37 @@ def _fa2_fast_kernel(
         if IS_CAUSAL:
             free_end = min(free_end,
                            (max(0, m_start + diagonal + 1) // BLOCK_N) * BLOCK_N)
-        acc, row_max, row_sum = attend_tiles_fast(
-            acc, row_max, row_sum, q, desc_k, desc_v, off_b, off_kv_h, offs_m,
-            0, free_end, N_Q, N_KV, qk_scale,
-            False, IS_CAUSAL, BLOCK_N, BLOCK_D, HOST_DESC, False)
-        acc, row_max, row_sum = attend_tiles_fast(
-            acc, row_max, row_sum, q, desc_k, desc_v, off_b, off_kv_h, offs_m,
-            free_end, max(kv_end, free_end), N_Q, N_KV, qk_scale,
-            True, IS_CAUSAL, BLOCK_N, BLOCK_D, HOST_DESC, False)
+        acc, acc1, row_max, row_sum = attend_tiles_fast(
+            acc, acc1, row_max, row_sum, q, q1, desc_k, desc_v, desc_k1, desc_v1,
+            off_b, off_kv_h, offs_m, 0, free_end, N_Q, N_KV, qk_scale,
+            False, IS_CAUSAL, BLOCK_N, BLOCK_D, BLOCK_D1, HOST_DESC, False)
+        acc, acc1, row_max, row_sum = attend_tiles_fast(
+            acc, acc1, row_max, row_sum, q, q1, desc_k, desc_v, desc_k1, desc_v1,
+            off_b, off_kv_h, offs_m, free_end, max(kv_end, free_end), N_Q, N_KV,
+            qk_scale, True, IS_CAUSAL, BLOCK_N, BLOCK_D, BLOCK_D1, HOST_DESC, False)
     else:
         # one loop (warp specialisation in Triton 3.6 compiles only a single loop):
         # mask only if needed
-        acc, row_max, row_sum = attend_tiles_fast(
-            acc, row_max, row_sum, q, desc_k, desc_v, off_b, off_kv_h, offs_m,
-            0, kv_end, N_Q, N_KV, qk_scale,
-            IS_CAUSAL or not EVEN_N, IS_CAUSAL, BLOCK_N, BLOCK_D, HOST_DESC,
-            WARP_SPECIALIZE)
+        acc, acc1, row_max, row_sum = attend_tiles_fast(
+            acc, acc1, row_max, row_sum, q, q1, desc_k, desc_v, desc_k1, desc_v1,
+            off_b, off_kv_h, offs_m, 0, kv_end, N_Q, N_KV, qk_scale,
+            IS_CAUSAL or not EVEN_N, IS_CAUSAL, BLOCK_N, BLOCK_D, BLOCK_D1,
+            HOST_DESC, WARP_SPECIALIZE)
     seen = row_sum > 0.0
     safe_sum = tl.where(seen, row_sum, 1.0)
+    # rows past N_Q and columns past HEAD_DIM are dropped by the stores
     o = (acc / safe_sum[:, None]).to(desc_o.dtype)             # (BLOCK_M, BLOCK_D)
-    if HOST_DESC:
-        desc_o.store([off_b, off_h, m_start, 0], o.reshape(1, 1, BLOCK_M, BLOCK_D))
-    else:           # rows past N_Q, columns past HEAD_DIM dropped
-        desc_o.store([m_start, 0], o)
+    _store_tile(desc_o, off_b, off_h, m_start, 0, o, BLOCK_M, BLOCK_D, HOST_DESC)
+    if BLOCK_D1 > 0:
+        o1 = (acc1 / safe_sum[:, None]).to(desc_o.dtype)       # (BLOCK_M, BLOCK_D1)
+        _store_tile(desc_o1, off_b, off_h, m_start, BLOCK_D, o1, BLOCK_M, BLOCK_D1,
+                    HOST_DESC)
     # row_max is in log2 units: LSE (natural log) = row_max * ln(2) + log(row_sum)
     lse = tl.where(seen, row_max * 0.6931471805599453 + tl.log(safe_sum), float("-inf"))
     tl.store(LSE + pid_bh.to(tl.int64) * N_Q + offs_m, lse, mask=offs_m < N_Q)
 
 
-# %% book/06_autotune.ipynb · cell 20
+# %% book/06_autotune.ipynb · cell 23
 def tma_compatible(*tensors):
     """TMA needs a unit last stride, a 16-byte aligned base and 16-byte multiples for
     the other strides."""
@@ -193,15 +263,15 @@ def fast_launch(q, k, v, o, lse, causal=False, scale=None, config=None, split=No
         tensors = fast_descriptors(q, k, v, o, BM, BN)
     else:
         ensure_tma_allocator()       # device descriptors are written to global scratch
-        tensors = (q, k, v, o)
+        tensors = (q, k, v, o, None, None, None, None)
     args = (*tensors, lse,
             q.stride(0), q.stride(1), q.stride(2),
             k.stride(0), k.stride(1), k.stride(2),
             v.stride(0), v.stride(1), v.stride(2),
             o.stride(0), o.stride(1), o.stride(2),
             H, N_Q, N_KV, scale * LOG2E, H // k.shape[1],
-            # IS_CAUSAL, BLOCK_M, BLOCK_N, HEAD_DIM, BLOCK_D
-            causal, BM, BN, D, block_d(D),
+            # IS_CAUSAL, BLOCK_M, BLOCK_N, HEAD_DIM, BLOCK_D, BLOCK_D1
+            causal, BM, BN, D, *head_dim_pieces(D),
             # SPLIT, WARP_SPECIALIZE, REVERSE, HOST_DESC, EVEN_N
             split, cfg["WARP_SPECIALIZE"], causal if reverse is None else reverse,
             host_desc, N_KV % BN == 0)
@@ -210,12 +280,14 @@ def fast_launch(q, k, v, o, lse, causal=False, scale=None, config=None, split=No
 
 
 def fast_descriptors(q, k, v, o, block_m, block_n):
-    """Host-side 4-D TMA descriptors of q, k, v and o: one (1, 1, block, BLOCK_D) box
-    per load or store."""
-    D = block_d(q.shape[-1])
-    return tuple(TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, block, D])
-                 for t, block in ((q, block_m), (k, block_n), (v, block_n),
-                                  (o, block_m)))
+    """Host-side 4-D TMA descriptors of q, k, v and o with (1, 1, block, BLOCK_D) boxes,
+    then those of the second column piece with (1, 1, block, BLOCK_D1) boxes (None x 4
+    when the head dim is one piece): the kernel's first eight arguments."""
+    descriptors = tuple(
+        TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, block, width])
+        for width in head_dim_pieces(q.shape[-1]) if width
+        for t, block in ((q, block_m), (k, block_n), (v, block_n), (o, block_m)))
+    return descriptors + (None,) * (8 - len(descriptors))
 
 
 def attention_fast(q, k, v, causal=False, scale=None, config=None, split=None,

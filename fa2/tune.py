@@ -28,6 +28,7 @@ from fa2.chapters.autotune import (FAST_CANDIDATES, GENERIC_CANDIDATES, SHIPPED_
                                    tune, tuning_key)
 from fa2.chapters.fast import attention_fast
 from fa2.chapters.forward import attention_forward
+from fa2.testing import time_ms
 
 # (B, H, N) per length; D = 128 uses H = 32, D = 64 uses H = 16 (the reference sweep's shapes)
 TUNING_SHAPES = {512: 32, 2048: 8, 8192: 1, 16384: 1}
@@ -79,6 +80,32 @@ def precompile(jobs, workers):
         return sum(error is not None for error in pool.imap_unordered(_compile_one, jobs))
 
 
+def compile_jobs(kernel, cases, candidates_of):
+    """One `_compile_one` job per binary the tuning will run: a binary depends on the head dim, dtype, mask and
+    config (the tuning shapes are multiples of 128 long and specialise alike), and None stands for the reference
+    (chapter 5's default config)."""
+    jobs, seen = [], set()
+    for shape, dtype, causal in cases:
+        for cfg in [None] + candidates_of[shape[3]]:
+            binary = (shape[3], dtype, causal, None if cfg is None else tuple(sorted(cfg.items())))
+            if binary not in seen:
+                seen.add(binary)
+                jobs.append((kernel, shape, dtype, causal, cfg))
+    return jobs
+
+
+def new_document(previous, device_name, kernel, argv):
+    """The JSON to write: `previous` table's configs, candidates and note kept (empty for a new table), this run's
+    versions, and the commands that made it."""
+    document = {key: previous[key] for key in ("note",) if key in previous}
+    document.update(configs=dict(previous.get("configs", {})), candidates=dict(previous.get("candidates", {})),
+                    device=device_name, kernel=kernel, torch=torch.__version__,
+                    triton=__import__("triton").__version__,
+                    command="; ".join(filter(None, [previous.get("command"),
+                                                    " ".join(["python -m fa2.tune", *argv])])))
+    return document
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="python -m fa2.tune", description=__doc__.splitlines()[0],
@@ -91,6 +118,9 @@ def main(argv=None):
     parser.add_argument("--jobs", type=int, default=0,
                         help="compile the candidates in this many processes first (default 0: compile as they "
                              "are timed)")
+    parser.add_argument("--rep-ms", type=float, default=40.0,
+                        help="each candidate's CUDA graph holds about this many ms of calls, replayed 10 times "
+                             "(default 40)")
     parser.add_argument("--out", default=None, help="output JSON (default fa2/configs/<GPU name>.json)")
     args = parser.parse_args(argv)
     sets = CASE_SETS if args.cases is None else tuple(args.cases.split(","))
@@ -106,26 +136,16 @@ def main(argv=None):
     props = torch.cuda.get_device_properties(0)
     max_smem = getattr(props, "shared_memory_per_block_optin", 99 * 1024)
     out = Path(args.out) if args.out else SHIPPED_DIR / device_file_name(name)
-    # with --cases the keys tuned here replace the file's and the others stay (with its note)
+    # with --cases the keys tuned here replace the file's and the others stay
     previous = json.loads(out.read_text()) if args.cases is not None and out.exists() else {}
-    document = {key: previous[key] for key in ("note",) if key in previous}
-    document.update(configs=previous.get("configs", {}), candidates=previous.get("candidates", {}),
-                    device=name, kernel=kernel, torch=torch.__version__, triton=__import__("triton").__version__,
-                    command="; ".join(filter(None, [previous.get("command"),
-                                                    " ".join(["python -m fa2.tune", *argv])])))
+    document = new_document(previous, name, kernel, argv)
     candidates_of = {D: prune(kernel, FAST_CANDIDATES if kernel == "fast" else GENERIC_CANDIDATES, D, max_smem)
                      for D in {D for *_, D in tuning_cases(sets)}}
     t0 = time.time()
     cases = [(shape, dtype, causal) for shape in tuning_cases(sets)
              for dtype in (torch.float16, torch.bfloat16) for causal in (False, True)]
     if args.jobs > 0:
-        jobs, seen = [], set()
-        for shape, dtype, causal in cases:     # one job per binary: the binary depends on D, dtype, mask, config
-            for cfg in [None] + candidates_of[shape[3]]:
-                binary = (shape[3], dtype, causal, None if cfg is None else tuple(sorted(cfg.items())))
-                if binary not in seen:
-                    seen.add(binary)
-                    jobs.append((kernel, shape, dtype, causal, cfg))
+        jobs = compile_jobs(kernel, cases, candidates_of)
         failed = precompile(jobs, args.jobs)
         print(f"[{time.time() - t0:5.0f}s] compiled {len(jobs)} binaries in {args.jobs} processes "
               f"({failed} raised; the timing below records them)", flush=True)
@@ -134,7 +154,8 @@ def main(argv=None):
         q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=dtype) for _ in range(3))
         reference = attention_forward(q, k, v, causal)[0]
         key = tuning_key(kernel, q, k, causal, props.multi_processor_count)
-        best, results = tune(_runner(kernel, q, k, v, causal), candidates_of[D], reference)
+        best, results = tune(_runner(kernel, q, k, v, causal), candidates_of[D], reference,
+                             bench=lambda fn: time_ms(fn, warmup_ms=10, rep_ms=args.rep_ms, cuda_graph=True))
         document["configs"][key] = best
         document["candidates"][key] = results
         fastest = min(r["ms"] for r in results)

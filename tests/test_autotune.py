@@ -166,3 +166,32 @@ def test_api_autotune_path_runs_and_caches(fake_gpu, monkeypatch):
     check_attention(lambda q, k, v, causal, scale: plan.make_plan(q, k, v, causal, 0.125)(q, k, v), 1, 2, 1, 40, 40, 32,
                     torch.bfloat16, True, scale=0.125)
     assert len(chosen) == 1
+
+
+def test_tune_cases_aim_at_their_keys():
+    """`python -m fa2.tune --cases headdim` tunes the two-piece head dims at the head-dim sweep's full grids;
+    `--cases tail` tunes grids under 4 waves (buckets w0, w1) of the head dims the reference sweep uses."""
+    from fa2 import tune as tuner
+    keys = lambda sets: {autotune.tuning_key("fast", *[torch.empty(b, h, n, d, dtype=torch.float16)] * 2, False, SMS)
+                         for b, h, n, d in tuner.tuning_cases(sets)}
+    assert {key.split("/")[1] for key in keys(["headdim"])} == {"D64+16", "D64+32", "D128+32", "D128+64"}
+    assert {key.rsplit("/", 1)[1] for key in keys(["headdim"])} == {"w4"}
+    assert {key.rsplit("/", 1)[1] for key in keys(["tail"])} == {"w0", "w1"}
+    assert {key.rsplit("/", 1)[1] for key in keys(["reference"])} == {"w4"}     # what the shipped table holds
+    assert len(tuner.tuning_cases()) == len(set(tuner.tuning_cases()))
+
+
+def test_tune_compiles_each_binary_once_and_merges_tables():
+    from fa2 import tune as tuner
+    cases = [((1, 16, 512, 64), torch.float16, False), ((8, 16, 512, 64), torch.float16, False),
+             ((1, 16, 512, 64), torch.float16, True), ((2, 32, 2048, 96), torch.float16, False)]
+    candidates = {64: autotune.FAST_CANDIDATES[:3], 96: autotune.FAST_CANDIDATES[:2]}
+    jobs = tuner.compile_jobs("fast", cases, candidates)
+    assert len(jobs) == (1 + 3) * 2 + (1 + 2)       # reference + candidates per (D, dtype, mask): B, H, N alike
+    previous = {"configs": {"a": 1}, "candidates": {"a": []}, "note": "n", "command": "python -m fa2.tune"}
+    document = tuner.new_document(previous, "GPU", "fast", ["--cases", "tail"])
+    assert document["configs"] == {"a": 1} and document["note"] == "n"
+    assert document["command"] == "python -m fa2.tune; python -m fa2.tune --cases tail"
+    document["configs"]["b"] = 2
+    assert previous["configs"] == {"a": 1}
+    assert tuner.new_document({}, "GPU", "fast", [])["command"] == "python -m fa2.tune"

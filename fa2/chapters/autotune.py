@@ -86,7 +86,7 @@ def length_bucket(n):
 
 
 WAVE_BUCKETS = (0, 1, 4)   # w0: < 1 wave of programs, w1: 1 to 4 waves, w4: >= 4 waves
-KEY_BLOCK_M = 128          # waves are counted in 128-row query tiles, whatever the config
+KEY_BLOCK_M = 128          # waves are counted in 128-row query tiles, any config
 
 
 def waves_bucket(q, sm_count):

@@ -18,7 +18,10 @@ timeout -k 10 270 python3 -m fa2.tune --cases headdim,tail --jobs 12 --rep-ms 25
   | tee -a $OUT/tune.log || status=1
 cp fa2/configs/*.json $OUT/
 echo "[${SECONDS}s] tuned" | tee -a $OUT/tune.log
-timeout -k 10 100 python3 gpu/headdim_check.py $OUT > $OUT/headdim_check.log 2>&1 || status=1
+# a head dim the table lacks (40: 32 + 16) autotunes once; 11 processes share the GPU then, so keep that choice
+# out of the cache the benchmark reads
+FA2_CACHE_DIR=$(mktemp -d) timeout -k 10 100 python3 gpu/headdim_check.py $OUT > $OUT/headdim_check.log 2>&1 \
+  || status=1
 tail -3 $OUT/headdim_check.log
 echo "[${SECONDS}s] checked"
 timeout -k 10 200 python3 -m fa2.bench --sweep headdim --providers fa2,sdpa_flash,sdpa_cudnn --out $OUT \

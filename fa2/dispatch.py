@@ -10,7 +10,7 @@ import torch
 import triton
 
 from fa2 import runtime
-from fa2.chapters.autotune import choose_config
+from fa2.chapters.autotune import choose_config, tuned_for_its_waves
 from fa2.chapters.fast import attention_fast, tma_compatible
 from fa2.chapters.forward import attention_forward
 from fa2.validate import capability
@@ -23,10 +23,11 @@ def kernel_for(q, k, v):
     return "generic"  # the interpreter runs both kernels; tests call the fast one directly
 
 
-# Fewer programs than this many waves over the SMs: the shipped config (tuned per length, whatever B*H) leaves
-# SMs idle, and a 64-row tile that makes more programs wins. Measured on the H200, GPU time only (CUDA graph):
+# Fewer programs than this many waves over the SMs: a config tuned for a full grid leaves SMs idle, and a 64-row
+# tile that makes more programs wins. Measured on the H200, GPU time only (CUDA graph):
 # (1,16,512,64) causal 11.0 -> 7.2 us, (1,32,512,128) causal 14.6 -> 12.0 us, (8,16,512,64) causal 26.3 -> 22.7 us
-# (`gpu/overhead.py`, book/results/small_configs.csv); shapes with more programs keep the table's choice.
+# (`gpu/overhead.py`, book/results/small_configs.csv). The rule applies only where the table has no config tuned
+# for the call's bucket of waves (the tuning key's last part); shapes with more programs keep the table's choice.
 SMALL_GRID_WAVES = 4
 SMALL_GRID_CONFIGS = {  # head dim -> config (both are candidates the tuner checked and shipped for other keys)
     64: dict(BLOCK_M=64, BLOCK_N=128, num_warps=4, num_stages=2),
@@ -49,7 +50,8 @@ def fill_the_gpu(cfg, q):
 
 
 def select_config(kernel, q, k, v, causal, scale):
-    """The launch config: the shipped/cached table (autotuning once if it has none), then the small-grid rule.
+    """The launch config: the shipped/cached table (autotuning once if it has none), then the small-grid rule
+    when the table's config was tuned for another bucket of waves.
 
     v and scale are only used to autotune a key the table lacks (each candidate checked against chapter 5)."""
     if kernel == "fast":
@@ -57,7 +59,10 @@ def select_config(kernel, q, k, v, causal, scale):
     else:
         run = lambda cfg: attention_forward(q, k, v, causal, scale, **cfg)[0]
     reference = lambda: attention_forward(q, k, v, causal, scale)[0]   # chapter 5, default config
-    cfg = choose_config(kernel, q, k, causal, run, reference)
-    if kernel == "fast" and not runtime.INTERPRET:
+    if runtime.INTERPRET:
+        return choose_config(kernel, q, k, causal, run, reference)
+    sms = sm_count(q.device.index)
+    cfg = choose_config(kernel, q, k, causal, run, reference, sms)
+    if kernel == "fast" and not tuned_for_its_waves(kernel, q, k, causal, sms):
         cfg = fill_the_gpu(cfg, q)
     return cfg

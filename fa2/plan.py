@@ -33,10 +33,12 @@ class FastPlan:
         lse = torch.empty(self.lse_shape, device=q.device, dtype=torch.float32)
         grid, args, options = fast_launch(q, k, v, o, lse, causal, scale, config, host_desc=host_desc)
         self.host_desc = host_desc
+        # args[:8]: q, k, v, o (pointers or descriptors), then the second column piece's descriptors or None
+        self.unused = (None,) * sum(a is None for a in args[:8])
         if host_desc:                           # q, k, v, o descriptors, validated: only their bases change
-            self.layouts = [(d.shape, d.strides, d.block_shape, d.padding) for d in args[:4]]
+            self.layouts = [(d.shape, d.strides, d.block_shape, d.padding) for d in args[:8] if d is not None]
             self.block_m, self.block_n = args[0].block_shape[2], args[1].block_shape[2]
-        self.scalars = args[5:]                 # strides, sizes, scale and constexprs: the same every call
+        self.scalars = args[9:]                 # strides, sizes, scale and constexprs: the same every call
         self.launch = DirectLaunch(_fa2_fast_kernel, grid, options, q.device.index)
         self.encoded = None                     # EncodedDescriptors once compiled (host descriptors only)
 
@@ -44,20 +46,21 @@ class FastPlan:
         o = torch.empty_like(q)
         lse = torch.empty(self.lse_shape, device=q.device, dtype=torch.float32)
         if not self.launch.ready():
-            tensors = fast_descriptors(q, k, v, o, self.block_m, self.block_n) if self.host_desc else (q, k, v, o)
+            tensors = (fast_descriptors(q, k, v, o, self.block_m, self.block_n) if self.host_desc
+                       else (q, k, v, o, *self.unused))
             self.launch(*tensors, lse, *self.scalars)
         elif self.host_desc:
+            viewed = (q, k, v, o) * (len(self.layouts) // 4)   # the tensor under each descriptor, in order
             encoded = self.encoded
             if encoded is None:
                 encoded = self.encoded = EncodedDescriptors.build(self.launch.compiled, self.layouts) or False
             if encoded:
-                encoded.launch(self.launch, (q, k, v, o), (lse, *self.scalars))
+                encoded.launch(self.launch, viewed, (*self.unused, lse, *self.scalars))
             else:
-                dq, dk, dv, do = self.layouts
-                self.launch.direct(HostDescriptor(q, dq), HostDescriptor(k, dk), HostDescriptor(v, dv),
-                                   HostDescriptor(o, do), lse, *self.scalars)
+                self.launch.direct(*(HostDescriptor(t, layout) for t, layout in zip(viewed, self.layouts)),
+                                   *self.unused, lse, *self.scalars)
         else:
-            self.launch.direct(q, k, v, o, lse, *self.scalars)
+            self.launch.direct(q, k, v, o, *self.unused, lse, *self.scalars)
         return o, lse
 
 

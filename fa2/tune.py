@@ -1,12 +1,22 @@
 """Tune and ship configs (needs a CUDA GPU): `python -m fa2.tune` writes fa2/configs/<GPU name>.json there.
 
-For every tuning key of the reference sweep (head dim, dtype, mask, length bucket) it checks each pruned
-candidate against the chapter-5 kernel on the same inputs, times the ones that pass, and keeps the fastest.
-The JSON records every candidate's time and error beside the choice, and the command that made it.
+For every tuning key of the chosen cases (head dim pieces, dtype, mask, length buckets, waves) it checks each
+pruned candidate against the chapter-5 kernel on the same inputs, times the ones that pass from a CUDA graph
+(GPU time only), and keeps the fastest. The JSON records every candidate's time and error beside the choice,
+and the commands that made it.
+
+    python -m fa2.tune                              # every case: a new table
+    python -m fa2.tune --cases headdim,tail --jobs 8   # only those keys, merged into the existing table
+
+Case sets: ``reference`` (the reference sweep's head dims 64 and 128 at four lengths, plus 16, 32 and 256),
+``headdim`` (the head dims that run as two column pieces, at the head-dim sweep's shapes) and ``tail`` (grids
+of under four waves, where the best tile differs). With ``--cases`` the file named by ``--out`` keeps its
+other keys and is rewritten after every key, so an interrupted run keeps what it finished.
 """
 
 import argparse
 import json
+import multiprocessing
 import sys
 import time
 from pathlib import Path
@@ -14,29 +24,109 @@ from pathlib import Path
 import torch
 
 from fa2 import runtime
-from fa2.chapters.autotune import (FAST_CANDIDATES, GENERIC_CANDIDATES, SHIPPED_DIR, device_file_name, prune, tune,
-                          tuning_key)
+from fa2.chapters.autotune import (FAST_CANDIDATES, GENERIC_CANDIDATES, SHIPPED_DIR, device_file_name, prune,
+                                   tune, tuning_key)
 from fa2.chapters.fast import attention_fast
 from fa2.chapters.forward import attention_forward
+from fa2.testing import time_ms
 
 # (B, H, N) per length; D = 128 uses H = 32, D = 64 uses H = 16 (the reference sweep's shapes)
 TUNING_SHAPES = {512: 32, 2048: 8, 8192: 1, 16384: 1}
 EXTRA_HEAD_DIMS = (16, 32, 256)   # tuned at N = 2048 only, so first calls never autotune on this GPU
+SPLIT_HEAD_DIMS = (80, 96, 160, 192)   # two column pieces each: 64+16, 64+32, 128+32, 128+64
+# grids under 4 waves on a 132-SM H200 (waves bucket w0 or w1), from the reference sweep: (B, H, N, D)
+TAIL_SHAPES = [(1, 16, 512, 64), (8, 16, 512, 64), (1, 16, 2048, 64), (1, 32, 512, 128), (1, 32, 2048, 128)]
+CASE_SETS = ("reference", "headdim", "tail")
 
 
-def tuning_cases(head_dims=(64, 128)):
-    """(B, H, N, D) of every key: the reference sweep's lengths, plus one length for the other head dims."""
-    cases = [(b, 32 if d == 128 else 16, n, d) for d in head_dims for n, b in TUNING_SHAPES.items()]
-    return cases + [(8, 16, 2048, d) for d in EXTRA_HEAD_DIMS]
+def tuning_cases(sets=CASE_SETS):
+    """(B, H, N, D) of every key of the named case sets, in order, without repeats."""
+    cases = []
+    if "reference" in sets:
+        cases += [(b, 32 if d == 128 else 16, n, d) for d in (64, 128) for n, b in TUNING_SHAPES.items()]
+        cases += [(8, 16, 2048, d) for d in EXTRA_HEAD_DIMS]
+    if "headdim" in sets:   # the head-dim sweep's shapes (fa2.bench --sweep headdim)
+        cases += [shape for d in SPLIT_HEAD_DIMS for shape in ((2, 32, 2048, d), (1, 16, 8192, d))]
+    if "tail" in sets:
+        cases += TAIL_SHAPES
+    return list(dict.fromkeys(cases))
+
+
+def _runner(kernel, q, k, v, causal):
+    if kernel == "fast":
+        return lambda cfg: attention_fast(q, k, v, causal, config=cfg, host_desc=True)[0]
+    return lambda cfg: attention_forward(q, k, v, causal, **cfg)[0]
+
+
+def _compile_one(job):
+    """Worker of `precompile`: run one config once on inputs of the case's shape, so that Triton's on-disk cache
+    holds its binary when the timing process asks for it. Returns an error name or None."""
+    kernel, (B, H, N, D), dtype, causal, cfg = job
+    try:
+        q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=dtype) for _ in range(3))
+        if cfg is None:
+            attention_forward(q, k, v, causal)
+        else:
+            _runner(kernel, q, k, v, causal)(cfg)
+        torch.cuda.synchronize()
+    except Exception as exc:              # the timing process meets it again and records it
+        return type(exc).__name__
+    return None
+
+
+def precompile(jobs, workers):
+    """Compile every (case, candidate) in `workers` processes: compiling is CPU work, timing needs the GPU alone."""
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        return sum(error is not None for error in pool.imap_unordered(_compile_one, jobs))
+
+
+def compile_jobs(kernel, cases, candidates_of):
+    """One `_compile_one` job per binary the tuning will run: a binary depends on the head dim, dtype, mask and
+    config (the tuning shapes are multiples of 128 long and specialise alike), and None stands for the reference
+    (chapter 5's default config)."""
+    jobs, seen = [], set()
+    for shape, dtype, causal in cases:
+        for cfg in [None] + candidates_of[shape[3]]:
+            binary = (shape[3], dtype, causal, None if cfg is None else tuple(sorted(cfg.items())))
+            if binary not in seen:
+                seen.add(binary)
+                jobs.append((kernel, shape, dtype, causal, cfg))
+    return jobs
+
+
+def new_document(previous, device_name, kernel, argv):
+    """The JSON to write: `previous` table's configs, candidates and note kept (empty for a new table), this run's
+    versions, and the commands that made it."""
+    document = {key: previous[key] for key in ("note",) if key in previous}
+    document.update(configs=dict(previous.get("configs", {})), candidates=dict(previous.get("candidates", {})),
+                    device=device_name, kernel=kernel, torch=torch.__version__,
+                    triton=__import__("triton").__version__,
+                    command="; ".join(filter(None, [previous.get("command"),
+                                                    " ".join(["python -m fa2.tune", *argv])])))
+    return document
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="python -m fa2.tune", description=__doc__.splitlines()[0],
                                      epilog="Needs a CUDA GPU: tuning times kernels on the GPU it will ship for.")
     parser.add_argument("--kernel", choices=["fast", "generic"], default=None,
                         help="default: fast on sm_90+, generic elsewhere")
+    parser.add_argument("--cases", default=None,
+                        help=f"comma-separated case sets of {', '.join(CASE_SETS)} (default: all, a new table); "
+                             "with this option the existing table keeps its other keys")
+    parser.add_argument("--jobs", type=int, default=0,
+                        help="compile the candidates in this many processes first (default 0: compile as they "
+                             "are timed)")
+    parser.add_argument("--rep-ms", type=float, default=40.0,
+                        help="each candidate's CUDA graph holds about this many ms of calls, replayed 10 times "
+                             "(default 40)")
     parser.add_argument("--out", default=None, help="output JSON (default fa2/configs/<GPU name>.json)")
     args = parser.parse_args(argv)
+    sets = CASE_SETS if args.cases is None else tuple(args.cases.split(","))
+    unknown = set(sets) - set(CASE_SETS)
+    if unknown:
+        parser.error(f"unknown case set(s) {', '.join(sorted(unknown))}; choose from {', '.join(CASE_SETS)}")
     if runtime.DEVICE != "cuda":
         print("fa2.tune needs a CUDA GPU: it times candidate configs on the GPU whose table it writes; "
               "this machine runs kernels under the Triton interpreter", file=sys.stderr)
@@ -45,33 +135,34 @@ def main(argv=None):
     kernel = args.kernel or ("fast" if torch.cuda.get_device_capability()[0] >= 9 else "generic")
     props = torch.cuda.get_device_properties(0)
     max_smem = getattr(props, "shared_memory_per_block_optin", 99 * 1024)
-    table, record = {}, {}
-    t0 = time.time()
-    for (B, H, N, D) in tuning_cases():
-        for dtype in (torch.float16, torch.bfloat16):
-            for causal in (False, True):
-                q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=dtype) for _ in range(3))
-                if kernel == "fast":
-                    run = lambda cfg: attention_fast(q, k, v, causal, config=cfg, host_desc=True)[0]
-                    candidates = prune("fast", FAST_CANDIDATES, D, max_smem)
-                else:
-                    run = lambda cfg: attention_forward(q, k, v, causal, **cfg)[0]
-                    candidates = prune("generic", GENERIC_CANDIDATES, D, max_smem)
-                reference = attention_forward(q, k, v, causal)[0]
-                key = tuning_key(kernel, q, k, causal)
-                best, results = tune(run, candidates, reference)
-                table[key] = best
-                record[key] = results
-                fastest = min(r["ms"] for r in results)
-                print(f"[{time.time() - t0:5.0f}s] {key:40s} -> {best}  {fastest:.3f} ms  "
-                      f"({sum(r['ok'] for r in results)}/{len(results)} passed)", flush=True)
-                del q, k, v, reference
     out = Path(args.out) if args.out else SHIPPED_DIR / device_file_name(name)
+    # with --cases the keys tuned here replace the file's and the others stay
+    previous = json.loads(out.read_text()) if args.cases is not None and out.exists() else {}
+    document = new_document(previous, name, kernel, argv)
+    candidates_of = {D: prune(kernel, FAST_CANDIDATES if kernel == "fast" else GENERIC_CANDIDATES, D, max_smem)
+                     for D in {D for *_, D in tuning_cases(sets)}}
+    t0 = time.time()
+    cases = [(shape, dtype, causal) for shape in tuning_cases(sets)
+             for dtype in (torch.float16, torch.bfloat16) for causal in (False, True)]
+    if args.jobs > 0:
+        jobs = compile_jobs(kernel, cases, candidates_of)
+        failed = precompile(jobs, args.jobs)
+        print(f"[{time.time() - t0:5.0f}s] compiled {len(jobs)} binaries in {args.jobs} processes "
+              f"({failed} raised; the timing below records them)", flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w") as f:
-        json.dump({"device": name, "kernel": kernel, "torch": torch.__version__,
-                   "triton": __import__("triton").__version__, "command": "python -m fa2.tune " + " ".join(argv or sys.argv[1:]),
-                   "configs": table, "candidates": record}, f, indent=1, sort_keys=True)
+    for (B, H, N, D), dtype, causal in cases:
+        q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=dtype) for _ in range(3))
+        reference = attention_forward(q, k, v, causal)[0]
+        key = tuning_key(kernel, q, k, causal, props.multi_processor_count)
+        best, results = tune(_runner(kernel, q, k, v, causal), candidates_of[D], reference,
+                             bench=lambda fn: time_ms(fn, warmup_ms=10, rep_ms=args.rep_ms, cuda_graph=True))
+        document["configs"][key] = best
+        document["candidates"][key] = results
+        fastest = min(r["ms"] for r in results)
+        print(f"[{time.time() - t0:5.0f}s] {key:44s} -> {best}  {fastest:.3f} ms  "
+              f"({sum(r['ok'] for r in results)}/{len(results)} passed)", flush=True)
+        out.write_text(json.dumps(document, indent=1, sort_keys=True))   # after every key: a cut run keeps it
+        del q, k, v, reference
     print("wrote", out)
     return 0
 

@@ -40,16 +40,15 @@ def test_every_head_dim_natively(D):
     check_attention(api, 1, 2, 1, 20, 37, D, torch.float16, True)
 
 
-@pytest.mark.parametrize("kernel", ["generic", "fast"])
 @pytest.mark.parametrize("D", [80, 96, 160, 192])
-def test_non_power_of_two_head_dims_with_tails_and_gqa(kernel, D):
-    fn = attention_forward if kernel == "generic" else (lambda q, k, v, causal, scale: attention_fast(
-        q, k, v, causal, scale, host_desc=True))
-    check_attention(fn, 1, 4, 2, 33, 45, D, torch.bfloat16, True)
+def test_non_power_of_two_head_dims_with_tails_and_gqa(D):
+    """Chapter 5's kernel (the Hopper kernel's head dims: tests/test_headdim.py)."""
+    check_attention(attention_forward, 1, 4, 2, 33, 45, D, torch.bfloat16, True)
 
 
 def test_non_power_of_two_head_dim_makes_no_copy_of_the_inputs(monkeypatch):
-    """D = 80 runs a 128-wide tile with masked (zero-filled) columns: no padded copy of q, k or v."""
+    """D = 80 runs a 128-wide tile with masked (zero-filled) columns: no padded copy of q, k or v (chapter 5's
+    kernel on a CPU; the Hopper kernel's two column pieces: tests/test_headdim.py)."""
     q, k, v = (torch.randn(1, 2, 40, 80, dtype=torch.bfloat16, device=runtime.DEVICE) for _ in range(3))
     fail = lambda *a, **kw: pytest.fail("an input was copied")
     monkeypatch.setattr(torch.nn.functional, "pad", fail)

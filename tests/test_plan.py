@@ -12,7 +12,8 @@ from fa2.plan import FastPlan, signature
 from fa2.chapters.reference import attention_reference
 from fa2.testing import check_attention, make_qkv
 
-SHAPES = [(1, 4, 2, 37, 70, 32), (2, 2, 2, 64, 64, 16), (1, 4, 1, 70, 37, 32)]   # GQA+tails, whole tiles, MQA
+# GQA+tails, whole tiles, MQA, two column pieces (64 + 32: eight host descriptors)
+SHAPES = [(1, 4, 2, 37, 70, 32), (2, 2, 2, 64, 64, 16), (1, 4, 1, 70, 37, 32), (1, 2, 1, 37, 45, 96)]
 
 
 @pytest.mark.parametrize("host_desc", [False, True], ids=["device-desc", "host-desc"])
@@ -149,3 +150,17 @@ def test_small_grids_get_the_small_grid_config(monkeypatch):
     assert dispatch.fill_the_gpu(table, q) is table
     q = torch.empty(1, 4, 512, 32)                     # a head dim the rule was not measured for
     assert dispatch.fill_the_gpu(table, q) is table
+
+
+def test_small_grid_rule_keeps_a_config_tuned_for_the_calls_waves(monkeypatch):
+    """The rule stands in for tuning a small grid; once the table has a config for the call's bucket of waves
+    (fa2.tune --cases tail), that config is used as tuned."""
+    table = dict(BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=2)
+    monkeypatch.setattr(runtime, "INTERPRET", False)
+    monkeypatch.setattr(dispatch, "sm_count", lambda index: 132)
+    monkeypatch.setattr(dispatch, "choose_config", lambda *a: table)
+    q = torch.empty(1, 16, 512, 64)                    # 64 programs: under 4 waves of 132
+    monkeypatch.setattr(dispatch, "tuned_for_its_waves", lambda *a: True)
+    assert dispatch.select_config("fast", q, q, q, False, None) is table
+    monkeypatch.setattr(dispatch, "tuned_for_its_waves", lambda *a: False)
+    assert dispatch.select_config("fast", q, q, q, False, None) == dict(table, **dispatch.SMALL_GRID_CONFIGS[64])

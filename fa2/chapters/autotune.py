@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from fa2 import runtime
+from fa2.chapters.fast import head_dim_pieces
 from fa2.chapters.kv_loop import block_d
 from fa2.testing import rel_err, time_ms
 
@@ -45,26 +46,33 @@ def _tile_sizes(kernel, cfg):
             else (cfg["block_m"], cfg["block_n"]))
 
 
+def tile_width(kernel, head_dim):
+    """The columns a program's tiles hold for a head dim: the Hopper kernel's column
+    pieces (96 -> 64 + 32, section 6.3), chapter 5's one power of two (96 -> 128)."""
+    return sum(head_dim_pieces(head_dim)) if kernel == "fast" else block_d(head_dim)
+
+
 def prune(kernel, candidates, head_dim, max_shared_bytes):
     """Drop configs that cannot fit or are known to be slow, before anything is
     compiled."""
+    width = tile_width(kernel, head_dim)
     kept = []
     for cfg in candidates:
         block_m, block_n = _tile_sizes(kernel, cfg)
         # Q tile once, K and V tiles once per pipeline stage, 2 bytes each:
         # must fit in shared memory
-        smem = 2 * head_dim * (block_m + 2 * block_n * cfg["num_stages"])
+        smem = 2 * width * (block_m + 2 * block_n * cfg["num_stages"])
         if smem > max_shared_bytes:
             continue
         # a (128 x 128) fp32 score tile over 4 warps needs 128 registers a thread
         # just for S: it spills
         if block_m * block_n >= 128 * 128 and cfg["num_warps"] == 4:
             continue
-        # the fp32 accumulator (BLOCK_M x HEAD_DIM) in registers: past 128 a thread
+        # the fp32 accumulator (BLOCK_M x width) in registers: past 128 a thread
         # it spills. At exactly 128 (128 x 64 tiles, 4 warps, D = 128) chapter 8's
         # ncu run found a small spill (28 registers) and the config still the fastest
         # there, so the line stays where the slowdown starts, not where spills start.
-        if block_m * head_dim // (32 * cfg["num_warps"]) > 128:
+        if block_m * width // (32 * cfg["num_warps"]) > 128:
             continue
         kept.append(cfg)
     return kept
@@ -77,26 +85,51 @@ def length_bucket(n):
     return max(128, 1 << max(0, math.ceil(math.log2(n))))
 
 
-def tuning_key(kernel, q, k, causal):
-    """What a tuned config depends on: kernel, tile width, dtype, mask, and the two
-    length buckets.
+WAVE_BUCKETS = (0, 1, 4)   # w0: < 1 wave of programs, w1: 1 to 4 waves, w4: >= 4 waves
+KEY_BLOCK_M = 128          # waves are counted in 128-row query tiles, any config
 
-    The tile width is BLOCK_D (chapter 4): a head dim of 80 or 96 runs 128-wide tiles,
-    with the registers and shared memory of D = 128, so it shares D = 128's configs."""
+
+def waves_bucket(q, sm_count):
+    """How full the grid keeps the GPU: B * H * cdiv(N_Q, 128) programs over
+    `sm_count` SMs is a number of waves, bucketed as WAVE_BUCKETS says."""
+    B, H, N_Q, _ = q.shape
+    waves = B * H * -(-N_Q // KEY_BLOCK_M) / sm_count
+    return f"w{max(b for b in WAVE_BUCKETS if waves >= b)}"
+
+
+def tuning_key(kernel, q, k, causal, sm_count):
+    """What a tuned config depends on: kernel, tile width, dtype, mask, the two
+    length buckets and the grid's waves on a GPU with `sm_count` SMs.
+
+    The tile width is the Hopper kernel's column pieces (section 6.3: 160 runs as
+    128 + 32, not as 256) or chapter 5's power of two (160 runs as 256)."""
     dtype = {torch.float16: "fp16", torch.bfloat16: "bf16"}[q.dtype]
-    return (f"{kernel}/D{block_d(q.shape[-1])}/{dtype}/"
-            f"{'causal' if causal else 'full'}/"
-            f"q{length_bucket(q.shape[2])}/k{length_bucket(k.shape[2])}")
+    first, second = (head_dim_pieces(q.shape[-1]) if kernel == "fast"
+                     else (block_d(q.shape[-1]), 0))
+    width = f"D{first}+{second}" if second else f"D{first}"
+    return (f"{kernel}/{width}/{dtype}/{'causal' if causal else 'full'}/"
+            f"q{length_bucket(q.shape[2])}/k{length_bucket(k.shape[2])}/"
+            f"{waves_bucket(q, sm_count)}")
+
+
+KEY_PARTS = 7      # kernel/width/dtype/mask/q/k/waves: older keys had no waves part
+WAVES_WEIGHT = 5   # a wave bucket apart weighs more than both lengths 4x apart
 
 
 def _family(key):
-    return key.rsplit("/", 2)[0]                     # kernel/D/dtype/mask
+    return key.rsplit("/", 3)[0]                     # kernel/width/dtype/mask
+
+
+def _buckets(key):
+    """(log2 q bucket, log2 k bucket, index of the waves bucket) of a key."""
+    q, k, waves = key.rsplit("/", 3)[1:]
+    return (math.log2(int(q[1:])), math.log2(int(k[1:])),
+            WAVE_BUCKETS.index(int(waves[1:])))
 
 
 def _distance(key_a, key_b):
-    qa, ka = (int(x[1:]) for x in key_a.rsplit("/", 2)[1:])
-    qb, kb = (int(x[1:]) for x in key_b.rsplit("/", 2)[1:])
-    return abs(math.log2(qa / qb)) + abs(math.log2(ka / kb))
+    (qa, ka, wa), (qb, kb, wb) = _buckets(key_a), _buckets(key_b)
+    return abs(qa - qb) + abs(ka - kb) + WAVES_WEIGHT * abs(wa - wb)
 
 
 def tune(run, candidates, reference, rel_tol=1e-2, bench=None):
@@ -127,7 +160,7 @@ def tune(run, candidates, reference, rel_tol=1e-2, bench=None):
     return min(passing, key=lambda r: r["ms"])["cfg"], results
 
 
-# %% book/06_autotune.ipynb · cell 13
+# %% book/06_autotune.ipynb · cell 14
 SHIPPED_DIR = Path(runtime.__file__).resolve().parent / "configs"   # fa2/configs/
 
 
@@ -151,23 +184,30 @@ class ConfigTable:
 
     @staticmethod
     def _read(path):
+        """The file's configs whose keys have this version's format (an older cache's
+        keys are dropped: they are tuned again when needed)."""
         try:
-            return json.loads(Path(path).read_text())["configs"]
+            configs = json.loads(Path(path).read_text())["configs"]
         except (OSError, ValueError, KeyError):
             return {}
+        return {key: cfg for key, cfg in configs.items()
+                if key.count("/") == KEY_PARTS - 1}
+
+    def nearest(self, key):
+        """The exact key, else the nearest tuned key of the same family (lengths and
+        waves); None if the family is unknown."""
+        if key in self.cached or key in self.shipped:
+            return key
+        family = sorted(k for table in (self.cached, self.shipped) for k in table
+                        if _family(k) == _family(key))
+        return min(family, key=lambda k: _distance(k, key)) if family else None
 
     def lookup(self, key):
-        """The exact key, else the nearest length bucket of the same family; None if
-        the family is unknown."""
-        for table in (self.cached, self.shipped):
-            if key in table:
-                return table[key]
-        family = [k for table in (self.cached, self.shipped) for k in table
-                  if _family(k) == _family(key)]
-        if family:
-            nearest = min(family, key=lambda k: _distance(k, key))
-            return self.cached.get(nearest) or self.shipped[nearest]
-        return None
+        """The config of `nearest(key)`, the cache's before the shipped one."""
+        found = self.nearest(key)
+        if found is None:
+            return None
+        return self.cached[found] if found in self.cached else self.shipped[found]
 
     def remember(self, key, cfg):
         self.cached[key] = cfg
@@ -181,25 +221,32 @@ _TABLES = {}   # GPU name -> ConfigTable
 _CHOSEN = {}   # (device index, key) -> config: the per-call path is one dict lookup
 
 
-def choose_config(kernel, q, k, causal, run, reference):
+def config_table(device):
+    """The ConfigTable of the GPU `device` is (read once per process)."""
+    name = torch.cuda.get_device_name(device)
+    return _TABLES.get(name) or _TABLES.setdefault(name, ConfigTable(name))
+
+
+def choose_config(kernel, q, k, causal, run, reference, sm_count=None):
     """The config to launch with: interpreter default, shipped/cached table, or
     autotune once (and cache).
 
     run(cfg) -> output and reference() -> output are only called when this key must be
-    autotuned."""
+    autotuned. sm_count: the GPU's SMs (read from the device if None)."""
     if runtime.INTERPRET:
         return INTERPRETER_CONFIG[kernel]
-    key = tuning_key(kernel, q, k, causal)
+    if sm_count is None:
+        sm_count = torch.cuda.get_device_properties(q.device).multi_processor_count
+    key = tuning_key(kernel, q, k, causal, sm_count)
     memo = (q.device.index, key)
     if memo in _CHOSEN:
         return _CHOSEN[memo]
-    name = torch.cuda.get_device_name(q.device)
-    table = _TABLES.get(name) or _TABLES.setdefault(name, ConfigTable(name))
+    table = config_table(q.device)
     cfg = table.lookup(key)
     if cfg is not None:
         _CHOSEN[memo] = cfg
         return cfg
-    print(f"fa2: no tuned config for {key} on {name}; autotuning once "
+    print(f"fa2: no tuned config for {key} on {table.device_name}; autotuning once "
           f"(cached in {table.cache_path})", file=sys.stderr)
     props = torch.cuda.get_device_properties(q.device)
     max_smem = getattr(props, "shared_memory_per_block_optin", 99 * 1024)
@@ -210,3 +257,11 @@ def choose_config(kernel, q, k, causal, run, reference):
     table.remember(key, best)
     _CHOSEN[memo] = best
     return best
+
+
+def tuned_for_its_waves(kernel, q, k, causal, sm_count):
+    """Was the config `choose_config` gives this call tuned for its bucket of waves
+    (or autotuned for this very key)? False when it was borrowed from another bucket."""
+    key = tuning_key(kernel, q, k, causal, sm_count)
+    found = config_table(q.device).nearest(key)
+    return found is not None and _buckets(found)[2] == _buckets(key)[2]

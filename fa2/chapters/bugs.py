@@ -196,18 +196,18 @@ def compile_for_hopper(kernel, args, num_warps=4, num_stages=3):
     """Compile `kernel` for sm_90 without a GPU (in a process with TRITON_INTERPRET=0).
 
     args: {name: value} in the kernel's order: a torch dtype stands for a pointer to
-    that dtype, ints and floats for scalars, tl.constexpr(...) for constexprs. Like the
-    JIT, an int that is a multiple of 16 is marked so unless the kernel says
-    do_not_specialize, and 1 becomes a constant. Returns registers per thread and bytes
-    spilled (ptxas -v), shared memory, and the 16-byte (cp.async.cg included) and 2-byte
-    global loads."""
+    that dtype, ints and floats for scalars, tl.constexpr(...) for constexprs and None
+    for an argument left out. Like the JIT, an int that is a multiple of 16 is marked
+    so unless the kernel says do_not_specialize, and 1 becomes a constant. Returns
+    registers per thread and bytes spilled (ptxas -v), shared memory, and the 16-byte
+    (cp.async.cg included) and 2-byte global loads."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     pointer = {torch.float16: "*fp16", torch.bfloat16: "*bf16", torch.float32: "*fp32"}
     signature, constants, attrs = {}, {}, {}
     for i, (param, value) in enumerate(zip(kernel.params, args.values())):
         fixed = type(value) is int and value == 1 and not param.do_not_specialize
-        if isinstance(value, tl.constexpr) or fixed:
+        if isinstance(value, tl.constexpr) or value is None or fixed:
             signature[param.name] = "constexpr"
             constants[param.name] = getattr(value, "value", value)
         elif isinstance(value, torch.dtype):

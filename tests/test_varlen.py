@@ -137,12 +137,18 @@ def test_window_work_follows_the_window_not_n():
     assert work["window"].max().item() <= math.ceil((BM + left) / BN) + 1
 
 
+def _filled(t, value):
+    """Poison a new floating-point buffer (the outputs); leave integer ones alone (on a GPU, Triton's scratch for
+    device-side TMA descriptors is an int8 torch.empty, and 1234 or NaN do not fit in it)."""
+    return t.fill_(value) if t.is_floating_point() else t
+
+
 def test_stores_stay_inside_their_sequences(monkeypatch):
     """Sequences that cover only rows 8..40 of 50: the other rows of o and lse keep what was there."""
     sentinel = 1234.0
     real_empty, real_empty_like = torch.empty, torch.empty_like
-    monkeypatch.setattr(torch, "empty_like", lambda t, **kw: real_empty_like(t, **kw).fill_(sentinel))
-    monkeypatch.setattr(torch, "empty", lambda *a, **kw: real_empty(*a, **kw).fill_(sentinel))
+    monkeypatch.setattr(torch, "empty_like", lambda t, **kw: _filled(real_empty_like(t, **kw), sentinel))
+    monkeypatch.setattr(torch, "empty", lambda *a, **kw: _filled(real_empty(*a, **kw), sentinel))
     q, k, v, _, _ = random_varlen([50], [50], 2, 1, 32, torch.float16)
     cu = torch.tensor([8, 20, 20, 41], dtype=torch.int32, device=q.device)
     o, lse = chapter.attention_varlen_forward(q, k, v, cu, cu, 21, 21, True, window=(4, -1))
@@ -156,8 +162,8 @@ def test_stores_stay_inside_their_sequences(monkeypatch):
 def test_every_output_row_is_written(monkeypatch):
     """Outputs allocated as NaN: a row the kernel forgets stays NaN and fails the finiteness check."""
     real_empty, real_empty_like = torch.empty, torch.empty_like
-    monkeypatch.setattr(torch, "empty_like", lambda t, **kw: real_empty_like(t, **kw).fill_(math.nan))
-    monkeypatch.setattr(torch, "empty", lambda *a, **kw: real_empty(*a, **kw).fill_(math.nan))
+    monkeypatch.setattr(torch, "empty_like", lambda t, **kw: _filled(real_empty_like(t, **kw), math.nan))
+    monkeypatch.setattr(torch, "empty", lambda *a, **kw: _filled(real_empty(*a, **kw), math.nan))
     check_varlen(api, [1, 0, 37, 5], [1, 3, 37, 0], 4, 2, 32, torch.float16, True, window=(3, -1))
 
 

@@ -4,28 +4,45 @@
     python3 dev.py test    # install into .venv, then run every check (pytest + nbval + export sync)
     python3 dev.py book    # install into .venv, build the book into _build/html, check the pages
 
+and the release check (CI runs it too):
+
+    python3 dev.py wheel   # `python -m build` into dist/, check what the wheel and sdist hold, install the
+                           # wheel into a fresh venv and smoke-test it there; then the same from the
+                           # checkout's git URL (what Colab's setup cell does)
+
 Without a GPU, kernels run under the Triton interpreter. Environment knobs (CI uses them):
 
-    FA2_TORCH   how torch is installed when the environment has none (default: torch==2.13.0 on CPU-only
-                machines, where that build is cached)
+    FA2_TORCH   how torch is installed when the environment has none, the wheel's fresh venv included
+                (default: torch==2.13.0, whose CPU build CPU-only machines have cached)
     FA2_VENV    the virtual environment to use (default .venv)
     FA2_TRITON  a pip requirement installed over the pinned Triton, e.g. "triton==3.5.1", or "triton" for the
                 newest release the index serves
 """
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / os.environ.get("FA2_VENV", ".venv")
-PY = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+TORCH = os.environ.get("FA2_TORCH", "torch==2.13.0")
+
+
+def python_in(venv: Path) -> Path:
+    return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+PY = python_in(VENV)
 
 
 def sh(*cmd, **kw):
     print("+", " ".join(map(str, cmd)), flush=True)
-    subprocess.run(list(map(str, cmd)), check=True, cwd=ROOT, **kw)
+    kw.setdefault("cwd", ROOT)
+    subprocess.run(list(map(str, cmd)), check=True, **kw)
 
 
 def has(module: str) -> bool:
@@ -37,7 +54,7 @@ def setup() -> None:
         sh(sys.executable, "-m", "venv", VENV)
     if not has("torch"):
         # A CPU machine needs no CUDA build of several GB; a GPU machine keeps whatever torch it brings.
-        sh(PY, "-m", "pip", "install", "-q", os.environ.get("FA2_TORCH", "torch==2.13.0"))
+        sh(PY, "-m", "pip", "install", "-q", TORCH)
     sh(PY, "-m", "pip", "install", "-q", "-r", "requirements-dev.txt", "-e", ".")
     triton = os.environ.get("FA2_TRITON")
     if triton:
@@ -45,12 +62,39 @@ def setup() -> None:
     sh(PY, "-c", "import torch, triton; print('torch', torch.__version__, '| triton', triton.__version__)")
 
 
+def wheel() -> int:
+    """Build the release, check what it holds, and smoke-test it where a user would have it: installed into a
+    fresh venv (torch as FA2_TORCH says, from pip's cache; the rest as the wheel asks), run from outside the
+    checkout. Then reinstall it from the checkout's git URL and run the smoke test again."""
+    start = time.perf_counter()
+    dist = ROOT / "dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    sh(PY, "-m", "build", "--outdir", dist, ".")          # the sdist, then the wheel built from the sdist
+    sh(PY, "tools/wheel_smoke.py", "--contents", dist)
+    smoke_test = ROOT / "tools" / "wheel_smoke.py"
+    with tempfile.TemporaryDirectory(prefix="fa2-wheel-") as tmp:
+        venv = Path(tmp) / "venv"
+        sh(sys.executable, "-m", "venv", venv)
+        py = python_in(venv)
+        sh(py, "-m", "pip", "install", "-q", TORCH, next(dist.glob("*.whl")))
+        sh(py, smoke_test, cwd=tmp)                       # not the checkout: `import fa2` is the installed one
+        if (ROOT / ".git").exists():                      # as Colab's setup cell installs it
+            sh(py, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", f"git+{ROOT.as_uri()}")
+            sh(py, smoke_test, cwd=tmp)
+        else:
+            print("(not a git checkout: the git-URL install is not tried)")
+    print(f"dev.py wheel: built, checked and smoke-tested in {time.perf_counter() - start:.0f} s", flush=True)
+    return 0
+
+
 def main() -> int:
     what = sys.argv[1] if len(sys.argv) > 1 else ""
-    if what not in ("test", "book"):
+    if what not in ("test", "book", "wheel"):
         print(__doc__)
         return 2
     setup()
+    if what == "wheel":
+        return wheel()
     if what == "test":
         return subprocess.run([str(PY), "-m", "pytest", "-n", "2", "--dist", "loadfile", *sys.argv[2:]],
                               cwd=ROOT).returncode

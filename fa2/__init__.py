@@ -6,8 +6,8 @@
 """
 
 from . import runtime  # noqa: F401  (first: picks GPU or the Triton interpreter before triton loads)
+from ._version import __version__  # fa2/_version.py: the one place the version is written
 from .api import attention
 from .decoding import decode
 
-__version__ = "0.1.0"
 __all__ = ["attention", "decode"]

@@ -97,7 +97,7 @@ def test_pages_workflow_builds_the_book_as_the_readme_says_and_deploys_it():
 
 # -- one repository URL ---------------------------------------------------------------------------------
 
-GITHUB = re.compile(r"github\.com/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?(?=[/)\s\"'#?>]|$)")
+GITHUB = re.compile(r"github\.com/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?(?=[^A-Za-z0-9_-]|$)")
 PAGES = re.compile(r"([A-Za-z0-9_-]+)\.github\.io/([A-Za-z0-9_.-]+)")
 EXTERNAL = set()   # other projects' repositories the text may link to, as "owner/name"
 NOT_SCANNED = ("tests/", "book/_static/", "tools/notebook_header.py")   # fixtures, vendored files, the template
@@ -131,7 +131,7 @@ def test_every_address_of_the_repository_is_the_one_in_config():
             if (m[1], m[2]) != (owner, name):
                 wrong.append(f"{rel}: {m[0]} (the site is {owner}.github.io/{name})")
     assert not wrong, (f"_config.yml's repository.url is {url}; these differ (a link to another project "
-                       f"goes into EXTERNAL in this test):\n" + "\n".join(wrong))
+                       f"goes into EXTERNAL in this test; `python tools/notebook_header.py` rewrites the chapters):\n" + "\n".join(wrong))
 
 
 def test_workflows_name_no_repository():

@@ -64,26 +64,42 @@ def setup() -> None:
 
 def wheel() -> int:
     """Build the release, check what it holds, and smoke-test it where a user would have it: installed into a
-    fresh venv (torch as FA2_TORCH says, from pip's cache; the rest as the wheel asks), run from outside the
-    checkout. Then reinstall it from the checkout's git URL and run the smoke test again."""
-    start = time.perf_counter()
+    fresh venv, run from outside the checkout. Then reinstall it from the checkout's git URL and run the smoke
+    test again. The fresh venv gets torch as FA2_TORCH says and the Triton of .venv, both from pip's cache
+    (the other Tritons have their own CI runs), without byte-compiling them; the rest as the wheel asks."""
+    times = []
+
+    def step(what, *cmd, **kw):
+        start = time.perf_counter()
+        sh(*cmd, **kw)
+        times.append(f"{what} {time.perf_counter() - start:.0f} s")
+
     dist = ROOT / "dist"
     shutil.rmtree(dist, ignore_errors=True)
-    sh(PY, "-m", "build", "--outdir", dist, ".")          # the sdist, then the wheel built from the sdist
+    step("build", PY, "-m", "build", "--outdir", dist, ".")   # the sdist, then the wheel built from the sdist
     sh(PY, "tools/wheel_smoke.py", "--contents", dist)
+    triton = subprocess.run([str(PY), "-c", "import triton; print(triton.__version__)"], check=True,
+                            capture_output=True, text=True).stdout.strip()
     smoke_test = ROOT / "tools" / "wheel_smoke.py"
-    with tempfile.TemporaryDirectory(prefix="fa2-wheel-") as tmp:
-        venv = Path(tmp) / "venv"
-        sh(sys.executable, "-m", "venv", venv)
+    tmp = Path(tempfile.mkdtemp(prefix="fa2-wheel-"))
+    try:
+        venv = tmp / "venv"
         py = python_in(venv)
-        sh(py, "-m", "pip", "install", "-q", TORCH, next(dist.glob("*.whl")))
-        sh(py, smoke_test, cwd=tmp)                       # not the checkout: `import fa2` is the installed one
-        if (ROOT / ".git").exists():                      # as Colab's setup cell installs it
-            sh(py, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", f"git+{ROOT.as_uri()}")
-            sh(py, smoke_test, cwd=tmp)
+        step("venv", sys.executable, "-m", "venv", venv)
+        step("install", py, "-m", "pip", "install", "-q", "--no-compile", TORCH, f"triton=={triton}",
+             next(dist.glob("*.whl")))
+        step("smoke", py, smoke_test, cwd=tmp)              # not the checkout: `import fa2` is the installed one
+        if (ROOT / ".git").exists():                        # as Colab's setup cell installs it
+            step("git install", py, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall",
+                 f"git+{ROOT.as_uri()}")
+            step("smoke", py, smoke_test, cwd=tmp)
         else:
             print("(not a git checkout: the git-URL install is not tried)")
-    print(f"dev.py wheel: built, checked and smoke-tested in {time.perf_counter() - start:.0f} s", flush=True)
+    finally:
+        start = time.perf_counter()
+        shutil.rmtree(tmp, ignore_errors=True)
+        times.append(f"removing the venv {time.perf_counter() - start:.0f} s")
+    print(f"dev.py wheel: built, checked and smoke-tested ({', '.join(times)})", flush=True)
     return 0
 
 

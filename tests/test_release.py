@@ -50,8 +50,11 @@ def test_changelog_starts_with_this_version():
     assert len(headings) == len(set(headings))
 
 
-def test_readme_points_to_the_changelog():
-    assert "CHANGELOG.md" in (ROOT / "README.md").read_text()
+def test_readme_points_to_the_changelog_and_names_this_release():
+    readme = (ROOT / "README.md").read_text()
+    assert "CHANGELOG.md" in readme
+    assert re.findall(r"Current release: \*\*(\S+)\*\*", readme) == [fa2.__version__]
+    assert set(re.findall(r"fa2_triton-(\d[^-]*)-", readme)) <= {fa2.__version__}
 
 
 # -- the contents rules of tools/wheel_smoke.py, on hand-made distributions ----------------------------

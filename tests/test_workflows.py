@@ -130,8 +130,9 @@ def test_every_address_of_the_repository_is_the_one_in_config():
         for m in PAGES.finditer(text):
             if (m[1], m[2]) != (owner, name):
                 wrong.append(f"{rel}: {m[0]} (the site is {owner}.github.io/{name})")
-    assert not wrong, (f"_config.yml's repository.url is {url}; these differ (a link to another project "
-                       f"goes into EXTERNAL in this test; `python tools/notebook_header.py` rewrites the chapters):\n" + "\n".join(wrong))
+    assert not wrong, (f"_config.yml's repository.url is {url}; these differ (`python tools/notebook_header.py` "
+                       "rewrites the chapters; a link to another project goes into EXTERNAL in this test):\n"
+                       + "\n".join(wrong))
 
 
 def test_workflows_name_no_repository():

@@ -85,7 +85,8 @@ def sdist_problems(sdist: Path, root: Path = ROOT) -> list:
     problems = [f"outside {top}: {n}" for n in sorted(names) if not n.startswith(top) and n != top.rstrip("/")]
     problems += [f"missing {f}" for f in sorted(shipped_files(root) - inside)]
     problems += [f"missing {f}" for f in ("pyproject.toml", "README.md", "CHANGELOG.md", "LICENSE") if f not in inside]
-    problems += [f"should not ship {n}" for n in sorted(inside) if n.startswith(SDIST_FORBIDDEN) and not n.endswith("/")]
+    files = sorted(n for n in inside if not n.endswith("/"))
+    problems += [f"should not ship {n}" for n in files if n.startswith(SDIST_FORBIDDEN)]
     return problems
 
 

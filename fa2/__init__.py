@@ -11,12 +11,12 @@
 """
 
 from . import runtime  # noqa: F401  (first: picks GPU or the Triton interpreter before triton loads)
+from ._version import __version__  # fa2/_version.py: the one place the version is written
 from .api import attention
 from .decoding import decode
 from .varlen import attention_varlen
 from .flash_attn import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache
 from . import integrations  # noqa: F401  (imports no integration's library until one is used)
 
-__version__ = "0.1.0"
 __all__ = ["attention", "attention_varlen", "decode", "flash_attn_func", "flash_attn_varlen_func",
            "flash_attn_with_kvcache", "integrations"]

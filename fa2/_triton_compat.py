@@ -5,6 +5,8 @@ What is here, and what each depends on:
 * ``patch_interpreter_bf16`` -- fixes two bf16 bugs of the CPU interpreter (``tl.dot`` on raw bits, fp32->bf16
   casts that truncate). Reaches into ``triton.runtime.interpreter.InterpreterBuilder``; active only under
   ``TRITON_INTERPRET=1``, checked by tests/test_runtime.py on every Triton the CI runs.
+  ``patch_interpreter_descriptor_strides`` -- Triton 3.5's interpreter checks tensor-descriptor strides in
+  elements where TMA checks bytes; replaces ``TensorDescHandle.validate`` there (3.6+ untouched).
 * ``DirectLaunch`` -- after a kernel's first launch through the JIT, calls the compiled kernel's launcher with
   the argument list in the order ``JITFunction.run`` uses (``LAUNCH_ARGUMENTS``), skipping the JIT's per-call
   binding and specialisation (tens of microseconds). ``EncodedDescriptors`` -- reaches past the launcher's
@@ -84,6 +86,39 @@ def patch_interpreter_bf16() -> None:
 
     cast_impl.unpatched = unpatched_cast
     builder.cast_impl = cast_impl
+
+
+def patch_interpreter_descriptor_strides() -> None:
+    """Make Triton 3.5's interpreter check a tensor descriptor's strides in bytes, as TMA and Triton 3.6 do: it
+    asked for strides that are multiples of 16 *elements*, so a (N, 40) fp16 tensor (80-byte rows, which TMA
+    takes) failed on the CPU only (idempotent; Triton 3.6 and newer are left alone)."""
+    import inspect
+
+    from triton.runtime import interpreter
+
+    handle = getattr(interpreter, "TensorDescHandle", None)
+    if handle is None or getattr(handle.validate, "_fa2_byte_strides", False):
+        return
+    try:
+        checks_bytes = "byte_stride" in inspect.getsource(handle.validate)
+    except (OSError, TypeError):
+        return
+    if checks_bytes:
+        return
+
+    def validate(self):
+        assert self.base.data.item() % 16 == 0, "base must be 16-byte aligned"
+        assert len(self.strides) == self.ndim
+        assert len(self.block_shape) == self.ndim
+        assert self.ndim >= 1, "descriptor cannot be 0 dimensional"
+        itemsize = self.base.dtype.element_ty.primitive_bitwidth // 8
+        for stride in self.strides[:-1]:
+            assert stride.data.item() * itemsize % 16 == 0, "stride must be 16-byte aligned"
+        assert self.strides[-1].data.item() == 1, "last dim must be contiguous"
+
+    validate._fa2_byte_strides = True
+    validate.unpatched = handle.validate
+    handle.validate = validate
 
 
 # ------------------------------------------------------------------------------------ process-wide state

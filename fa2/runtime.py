@@ -33,9 +33,10 @@ DEVICE = "cpu" if INTERPRET or not _GPU else "cuda"
 import triton  # noqa: E402
 
 if INTERPRET:
-    from fa2._triton_compat import patch_interpreter_bf16  # noqa: E402
+    from fa2._triton_compat import patch_interpreter_bf16, patch_interpreter_descriptor_strides  # noqa: E402
 
     patch_interpreter_bf16()
+    patch_interpreter_descriptor_strides()
 
 
 def describe() -> str:

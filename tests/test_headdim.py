@@ -6,7 +6,6 @@ import math
 
 import pytest
 import torch
-import triton
 
 import fa2
 from fa2 import plan as plans
@@ -24,17 +23,6 @@ VARIANTS = {
 }
 
 
-# Triton 3.5's interpreter checks a descriptor's strides in elements (stride % 16 == 0) where TMA -- the GPU, and
-# the interpreter from 3.6 on -- needs 16-byte strides: head dims 40, 72 and 200 (rows of 80, 144 and 400 bytes)
-# are checked on those, not on 3.5's CPU emulation.
-ELEMENT_STRIDE_CHECK = runtime.INTERPRET and triton.__version__.startswith("3.5.")
-
-
-def skip_if_the_interpreter_rejects(D):
-    if ELEMENT_STRIDE_CHECK and D % 16:
-        pytest.skip("Triton 3.5's interpreter wants descriptor strides of 16 elements (the GPU: 16 bytes)")
-
-
 def hopper(host_desc, module=fast):
     return lambda q, k, v, causal, scale: module.attention_fast(q, k, v, causal, scale, host_desc=host_desc)
 
@@ -42,7 +30,6 @@ def hopper(host_desc, module=fast):
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("D", HEAD_DIMS)
 def test_every_head_dim_against_fp64(D, variant):
-    skip_if_the_interpreter_rejects(D)
     dtype, causal, B, Hq, Hkv, Nq, Nk, host_desc = VARIANTS[variant]
     check_attention(hopper(host_desc), B, Hq, Hkv, Nq, Nk, D, dtype, causal)
 
@@ -76,7 +63,6 @@ def test_launch_uses_the_pieces(D, pieces, host_desc):
 @pytest.mark.parametrize("D", [96, 72])
 def test_every_output_element_written(D, host_desc, monkeypatch):
     """Outputs start as NaN: a column of the second piece the kernel does not store stays NaN and fails."""
-    skip_if_the_interpreter_rejects(D)
     real_empty, real_empty_like = torch.empty, torch.empty_like
     monkeypatch.setattr(torch, "empty_like", lambda t, **kw: real_empty_like(t, **kw).fill_(math.nan))
     poison = lambda t: t.fill_(math.nan) if t.is_floating_point() else t   # not the int8 TMA scratch buffer

@@ -71,3 +71,32 @@ def test_fp32_to_bf16_cast_truncates_without_fix(monkeypatch):
     from triton.runtime.interpreter import InterpreterBuilder
     monkeypatch.setattr(InterpreterBuilder, "cast_impl", InterpreterBuilder.cast_impl.unpatched)
     assert _bf16_cast_mismatch() > 0.3  # about half the values round up; truncation never does
+
+
+@triton.jit
+def _copy_through_descriptor(x_ptr, y_ptr, N, D: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+    desc = tl.make_tensor_descriptor(x_ptr, shape=[N, D], strides=[D, 1], block_shape=[BLOCK_N, BLOCK_D])
+    tile = desc.load([0, 0])                                   # (BLOCK_N, BLOCK_D): zeros past N and D
+    rn, rd = tl.arange(0, BLOCK_N), tl.arange(0, BLOCK_D)
+    tl.store(y_ptr + rn[:, None] * BLOCK_D + rd[None, :], tile)
+
+
+def test_descriptor_with_16_byte_rows_of_40_fp16_elements():
+    """TMA wants strides that are multiples of 16 bytes: a (N, 40) fp16 tensor's 80-byte rows qualify. Triton
+    3.5's interpreter asked for multiples of 16 elements and refused it (on the CPU only); the patch checks
+    bytes, as the GPU and Triton 3.6 do."""
+    from fa2.chapters.kv_loop import block_d  # noqa: F401  (imports fa2, which installs the patches)
+    x = torch.randn(5, 40).half()
+    y = torch.full((8, 64), float("nan")).half()
+    _copy_through_descriptor[(1,)](x, y, 5, 40, 8, 64)
+    expected = torch.zeros(8, 64).half()
+    expected[:5, :40] = x
+    assert torch.equal(y, expected)
+
+
+def test_descriptor_stride_patch_is_idempotent_and_keeps_the_original():
+    from triton.runtime import interpreter
+    _triton_compat.patch_interpreter_descriptor_strides()
+    validate = interpreter.TensorDescHandle.validate
+    _triton_compat.patch_interpreter_descriptor_strides()
+    assert interpreter.TensorDescHandle.validate is validate

@@ -7,6 +7,8 @@
 
 Each line is a chapter's number, title and what it does. A chapter whose notebook (`book/NN_*`) is part
 of the build is listed as a link to it, under its own title; one that is not is marked "being written".
+A page outside the numbered chapters is named instead of numbered (`dropin_apis | Drop-in APIs | ...`)
+and listed, unnumbered, as a link to `book/<name>`.
 """
 
 from docutils import nodes
@@ -24,7 +26,11 @@ class ChapterPlan(SphinxDirective):
             if not line.strip():
                 continue
             number, title, what = (part.strip() for part in line.split("|", 2))
-            docs = sorted(d for d in self.env.found_docs if d.startswith(f"book/{int(number):02d}_"))
+            if number.isdigit():
+                docs = sorted(d for d in self.env.found_docs
+                              if d.startswith(f"book/{int(number):02d}_"))
+            else:  # a page beside the chapters, by name
+                docs = [d for d in self.env.found_docs if d == f"book/{number}"]
             para = nodes.paragraph()
             described, messages = self.state.inline_text(what, self.lineno)  # `code` and all
             if docs:
@@ -34,7 +40,8 @@ class ChapterPlan(SphinxDirective):
                 link += nodes.inline("", docs[0])
                 para += [link, nodes.Text(" — "), *described, *messages]
             else:
-                para += [nodes.Text(f"{number}. {title} "), nodes.emphasis("", "(being written)"),
+                label = f"{number}. {title}" if number.isdigit() else title
+                para += [nodes.Text(f"{label} "), nodes.emphasis("", "(being written)"),
                          nodes.Text(" — "), *described, *messages]
             items += nodes.list_item("", para)
         return [items]

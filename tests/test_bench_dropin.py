@@ -72,3 +72,16 @@ def test_reference_rows_of_the_window_problem():
     assert {0, 255, 300, 599} <= set(rows.tolist()) and len(rows) == 3 * bench_dropin.REFERENCE_ROWS
     full = masked_attention_reference(*(t.transpose(0, 1)[None] for t in (x.q, x.k, x.v)), True, None, (50, 0))
     torch.testing.assert_close(ref, full[0].transpose(0, 1)[rows])
+
+
+def test_printed_ratios_are_truncated_never_rounded_up(capsys):
+    """fa2 at 433.9 TFLOP/s over a peer at 323.9 is 1.33961...: printed 1.339, not 1.340; the window's rate
+    400 / 433.9 = 0.92187 prints 0.921, not 0.922."""
+    row = lambda provider, problem, tflops, window="": dict(
+        sweep="window", provider=provider, label=provider, problem=problem, ms="1.0", tflops=str(tflops),
+        check="ok", error="", window=window)
+    bench_dropin.print_summary([row("fa2", "causal", 433.9), row("flex", "causal", 323.9),
+                                row("fa2", "windowed", 400.0, "(8, 0)")])
+    printed = capsys.readouterr().out
+    assert "1.339x" in printed and "1.340x" not in printed
+    assert "0.921" in printed and "0.922" not in printed

@@ -7,10 +7,12 @@ and the commands that made it.
 
     python -m fa2.tune                              # every case: a new table
     python -m fa2.tune --cases headdim,tail --jobs 8   # only those keys, merged into the existing table
+    python -m fa2.tune --kernel varlen               # chapter 10's kernel: fa2/configs/<GPU name>.varlen.json
 
 Case sets: ``reference`` (the reference sweep's head dims 64 and 128 at four lengths, plus 16, 32 and 256),
 ``headdim`` (the head dims that run as two column pieces, at the head-dim sweep's shapes) and ``tail`` (grids
-of under four waves, where the best tile differs). With ``--cases`` the file named by ``--out`` keeps its
+of under four waves, where the best tile differs). ``--kernel varlen`` tunes chapter 10's kernel instead, with its
+own cases, table and options (`fa2/tune_varlen.py`). With ``--cases`` the file named by ``--out`` keeps its
 other keys and is rewritten after every key, so an interrupted run keeps what it finished.
 """
 
@@ -108,10 +110,14 @@ def new_document(previous, device_name, kernel, argv):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    if "--kernel=varlen" in argv or any(a == "--kernel" and b == "varlen" for a, b in zip(argv, argv[1:])):
+        from fa2 import tune_varlen                   # chapter 10's kernel: its own cases and options
+        return tune_varlen.main([a for a in argv if a != "--kernel=varlen"])
     parser = argparse.ArgumentParser(prog="python -m fa2.tune", description=__doc__.splitlines()[0],
                                      epilog="Needs a CUDA GPU: tuning times kernels on the GPU it will ship for.")
-    parser.add_argument("--kernel", choices=["fast", "generic"], default=None,
-                        help="default: fast on sm_90+, generic elsewhere")
+    parser.add_argument("--kernel", choices=["fast", "generic", "varlen"], default=None,
+                        help="default: fast on sm_90+, generic elsewhere; varlen: chapter 10's kernel "
+                             "(python -m fa2.tune --kernel varlen --help)")
     parser.add_argument("--cases", default=None,
                         help=f"comma-separated case sets of {', '.join(CASE_SETS)} (default: all, a new table); "
                              "with this option the existing table keeps its other keys")

@@ -17,24 +17,16 @@ c·tanh(s / c) before the softmax; 0 or None is off. Rows that see no key give o
 
 import torch
 
-from fa2 import runtime, validate
-from fa2.chapters.kv_loop import block_d
-from fa2.chapters.varlen import DEFAULT_CONFIG, attention_varlen_forward, attention_window_forward
+from fa2 import validate
+from fa2.chapters.varlen import attention_varlen_forward, attention_window_forward
+from fa2.varlen_configs import WIDE_CONFIG, launch_config  # noqa: F401  (WIDE_CONFIG: re-exported)
 
 WHO = "fa2.attention_varlen"
 
-# Launch config on a GPU. On the H200 (bf16, D = 128) the varlen sweep ran 2.14 ms with DEFAULT_CONFIG (128 x 64
-# tiles, 2 stages) and 2.34 ms with chapter 6's shipped config for the same length bucket (64 x 64, 3 stages): the
-# prefill kernel's table does not carry over to this kernel, so it uses one config until it has a table of its
-# own. Tile widths past 128 keep the accumulator in registers with 64-row tiles.
-WIDE_CONFIG = dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2)
-
-
-def launch_config(q):
-    """Tile config for the kernel on q's GPU (None: the kernel's interpreter default)."""
-    if runtime.INTERPRET:
-        return None
-    return dict(DEFAULT_CONFIG if block_d(q.shape[-1]) <= 128 else WIDE_CONFIG)
+# The launch config on a GPU comes from the kernel's own table (fa2/varlen_configs.py: fa2/configs/<GPU>.varlen.json,
+# written by `python -m fa2.tune --kernel varlen`), else the fixed config it was measured with before it had one.
+# It never borrows chapter 6's table: on the H200 the varlen sweep ran 2.14 ms with 128 x 64 tiles, 2 stages and
+# 2.34 ms with the prefill table's config for the same length bucket (64 x 64, 3 stages).
 
 
 def _check_int(name, value, who):
@@ -90,7 +82,7 @@ def check_varlen_inputs(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_s
 def _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, scale, left, right,
             softcap):
     window = None if left < 0 and right < 0 else (left, right)
-    config = launch_config(q)
+    config = launch_config(q, max_seqlen_q, max_seqlen_k, causal, window)
     return attention_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
                                     scale, window, softcap or None, config)
 
@@ -130,5 +122,5 @@ def attention_masked(q, k, v, causal, scale, left, right, softcap):
     inputs checked already. A last dim with a stride other than 1 is copied (the kernel's rows are contiguous)."""
     q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     window = None if left < 0 and right < 0 else (left, right)
-    config = launch_config(q)
+    config = launch_config(q, q.shape[2], k.shape[2], causal, window)
     return attention_window_forward(q, k, v, causal, scale, window, softcap or None, config)

@@ -291,15 +291,3 @@ def test_gpu_no_sync_and_cuda_graph():
     torch.testing.assert_close(o, call())
     assert not torch.equal(o, want)
 
-
-def test_gpu_launch_config_is_the_measured_one(monkeypatch):
-    """On a GPU the kernel takes DEFAULT_CONFIG (128 x 64 tiles) up to 128 columns, WIDE_CONFIG past them: on the
-    H200 the varlen sweep ran 9 % slower with chapter 6's table config for its length bucket (64 x 64, 3 stages),
-    which the kernel used to borrow through a hand-built key that stopped matching the table's format."""
-    from fa2 import varlen as product
-    monkeypatch.setattr(product.runtime, "INTERPRET", False)
-    q = lambda D: torch.empty(8, 4, D, dtype=torch.bfloat16)
-    assert product.launch_config(q(128)) == chapter.DEFAULT_CONFIG == dict(BLOCK_M=128, BLOCK_N=64, num_warps=4,
-                                                                            num_stages=2)
-    assert product.launch_config(q(96)) == chapter.DEFAULT_CONFIG
-    assert product.launch_config(q(160)) == product.WIDE_CONFIG

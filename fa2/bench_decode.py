@@ -23,7 +23,10 @@ and NaN written past them; NaN or more than MAX_REL_ERR gives check=fail.
 
 Peers: ``sdpa_flash`` (SDPA's FLASH backend, the FA2 kernels vendored in PyTorch) and ``sdpa_cudnn`` on the
 contiguous caches with ``enable_gqa=True``, and ``flash_attn`` (``flash_attn_with_kvcache``) when
-importable. A peer that refuses a shape gets a row with its error. ``fa2_tune`` rows time fa2.decode's
+importable. A peer that refuses a shape gets a row with its error. ``fa2_fused`` is fa2.decode's launch with
+the fused combine (chapter 9, section 9.11: one launch instead of two when there are splits; off in fa2.decode
+until measured), timed beside ``fa2`` in the same run; it gets the ragged check too and stays out of the plot.
+``fa2_tune`` rows time fa2.decode's
 launch with other split counts and tile configs (contiguous caches) and other configs (paged caches): the
 split heuristic, ``fa2.decode.GPU_CONFIG`` and ``PAGED_EXTRA_STAGES`` are chosen from them.
 """
@@ -131,13 +134,17 @@ def reference(x, cache_seqlens=None):
     return decode_reference(x.q, x.k_cache, x.v_cache, lengths, x.block_table, dtype=torch.float64)[0]
 
 
-def ragged_error(x, generator):
-    """fa2.decode's error with random lengths in [1, N] and NaN written past them (spoils x's caches)."""
+def ragged_error(x, generator, fns=None):
+    """fa2.decode's error with random lengths in [1, N] and NaN written past them (spoils x's caches); with fns
+    ({name: fn(inputs) -> o}), each one's error on the same lengths and poison, by name."""
     B, capacity = x.q.shape[0], x.cache_seqlens.max().item()
     lengths = torch.randint(1, capacity + 1, (B,), device=runtime.DEVICE, generator=generator).to(torch.int32)
     for cache in (x.k_cache, x.v_cache):
         poison_past(cache, x.block_table, lengths)
-    return rel_err(fa2.decode(x.q, x.k_cache, x.v_cache, lengths, x.block_table), reference(x, lengths))
+    ragged, ref = DecodeInputs(x.q, x.k_cache, x.v_cache, x.block_table, lengths), reference(x, lengths)
+    if fns is None:
+        return rel_err(fa2.decode(x.q, x.k_cache, x.v_cache, lengths, x.block_table), ref)
+    return {name: rel_err(fn(ragged), ref) for name, fn in fns.items()}
 
 
 # -------------------------------------------------------------------------------------------- providers
@@ -227,7 +234,8 @@ def build_copy(shape, sets):
 def providers():
     """The providers that can run here, by name: the copy and fa2 everywhere, the peers on a GPU."""
     contiguous = lambda shape: shape.page_size == 0
-    found = [Provider("copy", "copy K+V (ceiling)", build_copy), Provider("fa2", "fa2.decode", build_fa2)]
+    found = [Provider("copy", "copy K+V (ceiling)", build_copy), Provider("fa2", "fa2.decode", build_fa2),
+             Provider("fa2_fused", "fa2.decode, fused combine", build_plan(FUSED, None), config=FUSED)]
     if runtime.DEVICE == "cuda":
         from torch.nn.attention import SDPBackend
         found += [Provider("sdpa_flash", "SDPA FLASH (FA2, PyTorch-vendored)",
@@ -240,6 +248,7 @@ def providers():
 
 
 CTAS_PER_SM_CANDIDATES = (1, 2, 3, 4)
+FUSED = dict(fused_combine=True)          # the fa2_fused provider's plan config
 
 
 def heuristic_picks(x):
@@ -374,11 +383,14 @@ def run_shapes(shapes, names, write, sweep="decode", tune=True, quick=False, com
                 continue
             shape_rows.append({**shape_columns(sweep, shape, environment),
                                **measure(provider, shape, sets, ref, full=provider.name != "fa2_tune")})
-        fa2_row = next((r for r in shape_rows if r["provider"] == "fa2" and r["check"] != "error"), None)
-        if fa2_row:                                      # last: it writes NaN into the first set's caches
-            fa2_row["rel_err_ragged"] = f"{ragged_error(sets[0], generator):.2e}"
-            if not float(fa2_row["rel_err_ragged"]) <= MAX_REL_ERR:
-                fa2_row["check"] = "fail"
+        ragged = {r["provider"]: r for r in shape_rows
+                  if r["provider"] in ("fa2", "fa2_fused") and r["check"] != "error"}
+        if ragged:                                       # last: it writes NaN into the first set's caches
+            fns = {name: every[name].build(shape, sets) for name in ragged}
+            for name, err in ragged_error(sets[0], generator, fns).items():
+                ragged[name]["rel_err_ragged"] = f"{err:.2e}"
+                if not err <= MAX_REL_ERR:
+                    ragged[name]["check"] = "fail"
         copy = next((r for r in shape_rows if r["provider"] == "copy" and r["gbs"]), None)
         for row in shape_rows:
             if copy and row["provider"] != "copy" and row.get("gbs"):
@@ -448,15 +460,22 @@ def print_summary(rows, picks=None):
         table.setdefault((row["B"], row["N"]), {}).setdefault(row["layout"], {}).setdefault(row["provider"], []) \
             .append(row)
     peers = [p for p in ("sdpa_flash", "sdpa_cudnn", "flash_attn") if any(r["provider"] == p for r in rows)]
-    header = ["B", "N", "fa2 us", "GB/s", "%copy", "host us", "paged16", "paged256",
-              *[PEER_COLUMNS[p] for p in peers], "peer/fa2"]
+    fused = any(r["provider"] == "fa2_fused" for r in rows)
+    header = ["B", "N", "fa2 us", *(["fused us"] if fused else []), "GB/s", "%copy", "host us", "paged16",
+              "paged256", *[PEER_COLUMNS[p] for p in peers], "peer/fa2"]
     lines, goals = [], []
     for (B, N), layouts in table.items():
         one = lambda layout, name: (layouts.get(layout, {}).get(name) or [None])[0]
         fa2_row = one("contiguous", "fa2")
         fa2_us = _us(fa2_row)
-        cells = [str(B), str(N), f"{fa2_us:.1f}" if fa2_us else "err",
-                 fa2_row["gbs"] if fa2_us else "-", fa2_row.get("pct_of_copy", "-") if fa2_us else "-",
+        cells = [str(B), str(N), f"{fa2_us:.1f}" if fa2_us else "err"]
+        if fused:
+            fused_us = _us(one("contiguous", "fa2_fused"))
+            cells.append(f"{fused_us:.1f}" if fused_us else "err")
+            if fused_us and B == 1 and N == 8192:
+                goals.append((f"B=1 N=8k in <= 15 us GPU time with the fused combine ({fused_us:.1f} us)",
+                              fused_us <= 15))
+        cells += [fa2_row["gbs"] if fa2_us else "-", fa2_row.get("pct_of_copy", "-") if fa2_us else "-",
                  fa2_row.get("host_us", "-") if fa2_row else "-"]
         for layout in ("paged16", "paged256"):
             paged = _us(one(layout, "fa2"))
@@ -478,7 +497,8 @@ def print_summary(rows, picks=None):
     widths = [max(len(c) for c in column) for column in zip(header, *lines)]
     gap = "  " if sum(widths) + 2 * (len(widths) - 1) <= NOTE_WIDTH else " "
     print("\nfa2.decode, contiguous caches: GPU us per call (fa2 and each peer); paged columns:\n"
-          "paged time / contiguous time; peer/fa2: the fastest peer's time / fa2's")
+          "paged time / contiguous time; peer/fa2: the fastest peer's time / fa2's"
+          + ("\nfused us: fa2.decode's launch with the fused combine (fa2_fused)" if fused else ""))
     for cells in [header, *lines]:
         print(gap.join(c.rjust(w) for c, w in zip(cells, widths)))
     for goal, met in goals:
@@ -550,7 +570,8 @@ def plot(rows, path=None):
     for ax, B in zip(axes[0], batches):
         lines, labels = {}, {}
         for row in rows:
-            if row["B"] == B and row["provider"] != "fa2_tune" and row.get("gbs") and row["check"] in ("ok", "n/a"):
+            if (row["B"] == B and row["provider"] not in ("fa2_tune", "fa2_fused") and row.get("gbs")
+                    and row["check"] in ("ok", "n/a")):
                 if row["provider"] == "copy" and row["layout"] != "contiguous":
                     continue
                 lines.setdefault((row["provider"], row["layout"]), []).append((row["N"], float(row["gbs"])))

@@ -23,7 +23,8 @@ import triton
 
 from fa2 import dispatch, validate
 from fa2._triton_compat import DirectLaunch
-from fa2.chapters.flash_decoding import cache_geometry, decode_launch, decode_tiles, num_splits_heuristic
+from fa2.chapters.flash_decoding import (cache_geometry, combine_counters, decode_launch, decode_tiles,
+                                         num_splits_heuristic)
 
 MAX_QUERIES = 16          # query tokens per call: 1 for decoding, a few for speculative verification
 MAX_HEAD_DIM = 256
@@ -37,6 +38,11 @@ CTAS_PER_SM = 2
 # paged loop double-buffers K and V (as the contiguous one does at num_stages=3) only from num_stages=5; below
 # that it keeps one buffer and waits for every tile (ttgir: `local_alloc ... 1x64x128` and `async_wait num=0`).
 PAGED_EXTRA_STAGES = 2
+# The fused combine (chapter 9, section 9.11): with splits, the last split of each tile to finish combines, so a
+# call is one launch instead of two. Opt-in, per plan, through the config key "fused_combine" (DecodePlan(...,
+# config=dict(fused_combine=True)); `python -m fa2.bench --sweep decode` times it as the fa2_fused provider). This
+# default applies to plans made after it is set, fa2.decode's included. Off until it is measured on a GPU.
+FUSED_COMBINE = False
 # The interpreter: small tiles, and a pretend GPU of 4 SMs so that small CPU shapes split too.
 CPU_CONFIG = dict(block_n=16, num_warps=4, num_stages=1)
 CPU_SM_COUNT = 4
@@ -155,21 +161,30 @@ def _window_left(window):
 
 class DecodePlan:
     """One input signature's decode: split count, grid, strides and scalars fixed; each call allocates the
-    outputs and the workspace and launches the split-KV kernel (and the combine when there are splits)."""
+    outputs and the workspace and launches the split-KV kernel (and the combine when there are splits).
+
+    config: launch options over `_config`'s (block_n, num_warps, num_stages) and "fused_combine" (default
+    FUSED_COMBINE): with splits, the split-KV kernel combines too (one launch). The fused combine's arrival
+    counters belong to the plan (allocated and zeroed once here; each call leaves them at zero), so one plan
+    must not run on two streams at once: two calls in flight would count into the same counters."""
 
     def __init__(self, q, k_cache, v_cache, cache_seqlens, block_table, scale, num_splits, window_left, softcap,
                  config=None):
         cfg = dict(_config(q, block_table is not None), **(config or {}))
+        fused = bool(cfg.pop("fused_combine", FUSED_COMBINE))
         B, H_Q, N_Q, D = q.shape
         self.num_splits = num_splits or choose_num_splits(q, k_cache, block_table, cfg["block_n"])
         self.lse_shape = (B, H_Q, N_Q)
         self.part_shape = (B, H_Q, N_Q, self.num_splits, D)
+        self.counters = None
+        if fused and self.num_splits > 1:
+            self.counters = combine_counters(q, k_cache, block_table, cfg["block_n"])
         o, lse, o_part, lse_part = self._outputs(q)
         launches = decode_launch(q, k_cache, v_cache, cache_seqlens, block_table, o, lse, o_part, lse_part, scale,
-                                 self.num_splits, window_left, softcap, **cfg)
+                                 self.num_splits, window_left, softcap, counters=self.counters, **cfg)
         (kernel, grid, args, options), *combine = launches
         self.split_kv = DirectLaunch(kernel, grid, options, q.device.index)
-        self.split_kv_scalars = args[7:]              # everything after the seven tensors
+        self.split_kv_scalars = args[10:]             # everything after the ten tensors
         self.has_seqlens, self.paged = cache_seqlens is not None, block_table is not None
         self.combine = None
         if combine:
@@ -187,9 +202,14 @@ class DecodePlan:
 
     def __call__(self, q, k_cache, v_cache, cache_seqlens=None, block_table=None):
         o, lse, o_part, lse_part = self._outputs(q)
-        split_out = (o, lse) if self.combine is None else (o_part, lse_part)
+        if self.counters is not None:                 # fused: partials, and the output the last split writes
+            tensors = (o_part, lse_part, o, lse, self.counters)
+        elif self.combine is not None:
+            tensors = (o_part, lse_part, q, q, q)
+        else:
+            tensors = (o, lse, q, q, q)
         args = (q, k_cache, v_cache, cache_seqlens if self.has_seqlens else q, block_table if self.paged else q,
-                *split_out, *self.split_kv_scalars)
+                *tensors, *self.split_kv_scalars)
         _launch(self.split_kv, args)
         if self.combine is not None:
             _launch(self.combine, (o_part, lse_part, o, lse, *self.combine_scalars))

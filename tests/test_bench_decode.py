@@ -40,3 +40,16 @@ def test_bytes_and_family():
     assert shape.kv_bytes() == 2 * 8 * 8192 * 128 * 2          # K and V, bf16
     family = bench_decode.family()
     assert len(family) == 3 * 5 * 3 and {s.layout for s in family} == {"contiguous", "paged16", "paged256"}
+
+
+def test_fused_provider_times_beside_two_launches(tmp_path, capsys):
+    """`--sweep decode` runs fa2_fused (the fused combine) beside fa2 in the same run, both checked (ragged too)."""
+    assert "fa2_fused" in bench_decode.providers()
+    shapes = [bench_decode.DecodeShape(1, 48, 0, Hq=4, Hkv=2, D=32)]
+    rows = bench_decode.run_sweep(tmp_path, shapes=shapes, names=["fa2", "fa2_fused"], tune=False, plot_png=False)
+    by_provider = {r["provider"]: r for r in rows}
+    assert set(by_provider) == {"fa2", "fa2_fused"}
+    for row in by_provider.values():
+        assert row["check"] == "ok" and float(row["rel_err_ragged"]) <= bench_decode.MAX_REL_ERR, row
+        assert int(row["num_splits"]) > 1, "the tiny shape must split, or there is nothing to fuse"
+    assert "fused us" in capsys.readouterr().out

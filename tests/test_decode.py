@@ -8,7 +8,8 @@ import fa2
 from fa2 import runtime
 from fa2.chapters.decode_reference import decode_reference, random_cache
 from fa2.chapters.flash_decoding import flash_decode, num_splits_heuristic
-from fa2.decoding import _PLANS, choose_num_splits
+from fa2 import decoding
+from fa2.decoding import _PLANS, DecodePlan, choose_num_splits
 from conftest import requires_gpu
 
 DEVICE = runtime.DEVICE
@@ -141,6 +142,100 @@ def test_every_output_element_written(monkeypatch):
     for splits in (1, 4):
         o, lse = fa2.decode(q, k, v, lengths, num_splits=splits, return_lse=True)
         assert_matches_reference(o, lse, q, k, v, lengths, None)
+
+
+
+# ------------------------------------------------------------------------------------------- fused combine
+
+def plans(q, k, v, lengths, table, splits):
+    """(fused, two-launch) plans of one signature and split count (chapter 9, section 9.11)."""
+    make = lambda fused: DecodePlan(q, k, v, lengths, table, q.shape[-1] ** -0.5, splits, -1, 0.0,
+                                    config=dict(fused_combine=fused))
+    return make(True), make(False)
+
+
+def assert_fused_matches_two_launches(fused, two):
+    """The fused combine computes the combine kernel's math (one @triton.jit helper): the fp32 results agree
+    to a reordering of the same sums, so o within one rounding step of its dtype, lse within fp32's."""
+    (o_f, lse_f), (o_t, lse_t) = fused, two
+    torch.testing.assert_close(o_f.float(), o_t.float(), atol=1e-6, rtol=torch.finfo(o_t.dtype).eps)
+    assert torch.equal(torch.isneginf(lse_f), torch.isneginf(lse_t))
+    seen = torch.isfinite(lse_t)
+    torch.testing.assert_close(lse_f[seen], lse_t[seen], atol=1e-5, rtol=1e-6)
+
+
+FUSED_CASES = [  # (B, Hq, Hkv, Nq, D, capacity, lengths, page_size, num_splits, dtype)
+    (3, 2, 2, 1, 32, 80, (0, 37, 80), None, 3, torch.float16),        # GQA 1, an empty row, 3 splits
+    (2, 8, 2, 4, 64, 100, (100, 45), None, 4, torch.bfloat16),        # GQA 4, Nq 4
+    (3, 8, 1, 1, 32, 96, (96, 0, 33), 16, 5, torch.bfloat16),         # GQA 8, paged 16, an empty row
+    (2, 8, 1, 4, 32, 130, (130, 2), 64, 7, torch.float16),            # paged 64, queries before any key, empty splits
+    (1, 16, 1, 8, 32, 40, (29,), None, 3, torch.float16),             # 128 packed rows: two M tiles, two counters
+]
+
+
+@pytest.mark.parametrize("case", FUSED_CASES, ids=lambda c: "-".join(
+    str(x).replace("torch.", "") for x in c if not isinstance(x, tuple)))
+def test_fused_combine_matches_two_launches_and_fp64(case):
+    B, Hq, Hkv, Nq, D, capacity, lengths, page_size, num_splits, dtype = case
+    lengths = seqlens(*lengths)
+    q, k, v, table = inputs(B, Hq, Hkv, Nq, D, capacity, lengths, dtype, page_size, seed=2)
+    fused, two = plans(q, k, v, lengths, table, num_splits)
+    assert fused.combine is None and two.combine is not None and two.counters is None   # one launch vs two
+    o, lse = fused(q, k, v, lengths, table)
+    assert_matches_reference(o, lse, q, k, v, lengths, table)
+    assert_fused_matches_two_launches((o, lse), two(q, k, v, lengths, table))
+    assert not fused.counters.any(), "the last split of each tile must reset its counter"
+    again = fused(q, k, v, lengths, table)          # a second call starts from the reset counters
+    assert torch.equal(again[0], o) and torch.equal(again[1], lse)
+    assert not fused.counters.any()
+
+
+def test_fused_combine_follows_new_lengths_and_writes_every_element(monkeypatch):
+    """One fused plan over growing lengths (what graph replay does), outputs and workspace starting as NaN."""
+    real_empty, real_empty_like = torch.empty, torch.empty_like
+    monkeypatch.setattr(torch, "empty_like", lambda t, **kw: real_empty_like(t, **kw).fill_(math.nan))
+    monkeypatch.setattr(torch, "empty", lambda *a, **kw: real_empty(*a, **kw).fill_(math.nan))
+    lengths = seqlens(5, 0)
+    q, k, v, table = inputs(2, 4, 1, 2, 32, 64, seqlens(64, 64), torch.bfloat16, page_size=16, seed=3)
+    fused, _ = plans(q, k, v, lengths, table, 3)
+    for grown in ((5, 0), (40, 17), (64, 63)):
+        lengths.copy_(seqlens(*grown))
+        q.copy_(torch.randn_like(q))
+        o, lse = fused(q, k, v, lengths, table)
+        assert_matches_reference(o, lse, q, k, v, lengths, table)
+        assert not fused.counters.any()
+
+
+def test_fused_combine_only_through_the_plan_config(monkeypatch):
+    """fa2.decode's default is the two-launch path; FUSED_COMBINE turns it on for plans made afterwards; one
+    split never needs counters."""
+    lengths = seqlens(20, 9)
+    q, k, v, table = inputs(2, 4, 2, 1, 32, 32, lengths, torch.float16, page_size=16)
+    _PLANS.clear()
+    default = decoding._plan(q, k, v, lengths, table, None, 3, None, None)
+    assert decoding.FUSED_COMBINE is False and default.counters is None and default.combine is not None
+    assert "fused_combine" not in decoding.GPU_CONFIG
+    monkeypatch.setattr(decoding, "FUSED_COMBINE", True)
+    _PLANS.clear()
+    try:
+        plan = decoding._plan(q, k, v, lengths, table, None, 3, None, None)
+        assert plan.counters is not None and plan.combine is None
+        o, lse = fa2.decode(q, k, v, lengths, table, num_splits=3, return_lse=True)
+        assert_matches_reference(o, lse, q, k, v, lengths, table)
+        assert decoding._plan(q, k, v, lengths, table, None, 1, None, None).counters is None
+    finally:
+        _PLANS.clear()                              # no fused plan outlives the patch
+    single = DecodePlan(q, k, v, lengths, table, 32 ** -0.5, 1, -1, 0.0, config=dict(fused_combine=True))
+    assert single.counters is None and single.combine is None
+
+
+def test_chapter_flash_decode_fused():
+    lengths = seqlens(150, 91)
+    q, k, v, _ = inputs(2, 4, 1, 1, 32, 150, lengths, torch.float16, seed=1)
+    for splits in (2, 13):                          # 13 splits of <= 10 tiles: some see no key
+        fused = flash_decode(q, k, v, lengths, num_splits=splits, fused_combine=True)
+        assert_fused_matches_two_launches(fused, flash_decode(q, k, v, lengths, num_splits=splits))
+        assert_matches_reference(*fused, q, k, v, lengths, None)
 
 
 def test_torch_compile_fullgraph():
@@ -288,3 +383,46 @@ def test_torch_compile_inductor_on_gpu():
     step = torch.compile(lambda q, k, v, n, t: fa2.decode(q, k, v, n, t, return_lse=True), fullgraph=True)
     o, lse = step(q, k, v, lengths, table)
     assert_matches_reference(o, lse, q, k, v, lengths, table)
+
+
+@requires_gpu
+@pytest.mark.parametrize("page_size", [None, 16, 256], ids=["contiguous", "paged16", "paged256"])
+def test_fused_combine_cuda_graph_replay_follows_the_lengths(page_size):
+    """The fused combine captured in a CUDA graph, replayed with longer lengths and a new q: the reference
+    agrees, the counters are back at zero after every replay."""
+    capacity = 4096
+    lengths = seqlens(1, 700, 2500, 4096)
+    q, k, v, table = inputs(4, 32, 8, 1, 128, capacity, seqlens(*[capacity] * 4), torch.bfloat16, page_size)
+    fused, two = plans(q, k, v, lengths, table, 16)
+    fused(q, k, v, lengths, table)                  # compile outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o, lse = fused(q, k, v, lengths, table)
+    for grown in ((1, 700, 2500, 4096), (2, 1500, 3001, 4096), (1000, 4000, 4095, 4096)):
+        lengths.copy_(seqlens(*grown))
+        q.copy_(torch.randn_like(q))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_matches_reference(o, lse, q, k, v, lengths, table)
+        assert_fused_matches_two_launches((o, lse), two(q, k, v, lengths, table))
+        assert not fused.counters.any()
+
+
+@requires_gpu
+@pytest.mark.parametrize("B, page_size", [(1, None), (1, 16), (8, 256)], ids=["B1", "B1-paged16", "B8-paged256"])
+def test_fused_combine_many_calls_agree(B, page_size):
+    """Memory ordering, probed: 300 back-to-back fused calls (the benchmark's B=1 shape, the heuristic's
+    split count and each of 8 and 64 splits) each agree with the two-launch result. A last split that read a
+    partial before its writer's stores landed would show as a mismatch in some call."""
+    lengths = torch.randint(1, 8193, (B,), dtype=torch.int32, device=DEVICE)
+    q, k, v, table = inputs(B, 32, 8, 1, 128, 8192, lengths, torch.bfloat16, page_size)
+    for splits in (None, 8, 64):
+        fused, two = plans(q, k, v, lengths, table, splits)
+        expected = two(q, k, v, lengths, table)
+        outs = [fused(q, k, v, lengths, table) for _ in range(300)]
+        torch.cuda.synchronize()
+        assert fused.num_splits > 1 and not fused.counters.any()
+        for o, lse in outs:
+            assert_fused_matches_two_launches((o, lse), expected)
+        assert_matches_reference(*outs[-1], q, k, v, lengths, table)

@@ -40,7 +40,7 @@ def _cache_rows(BLOCK_TABLE, table_row, stride_table_p, kv_idx, off_b,
 # %% book/09_flash_decoding.ipynb · cell 17
 @triton.jit
 def _split_kv_kernel(
-    Q, K, V, SEQLENS, BLOCK_TABLE, O, LSE,
+    Q, K, V, SEQLENS, BLOCK_TABLE, O, LSE, O_FINAL, LSE_FINAL, COUNTERS,
     stride_qb, stride_qh, stride_qm, stride_qd,
     stride_k_outer, stride_kh, stride_k_row, stride_kd,   # outer: batch row or page
     stride_v_outer, stride_vh, stride_v_row, stride_vd,
@@ -48,9 +48,9 @@ def _split_kv_kernel(
     stride_table_b, stride_table_p,
     H_KV, N_Q, N_CAP, GROUP_SIZE, num_splits, qk_scale, softcap_log2e, window_left,
     PAGE_SIZE: tl.constexpr, HAS_SEQLENS: tl.constexpr, HAS_WINDOW: tl.constexpr,
-    HAS_SOFTCAP: tl.constexpr, SPLIT: tl.constexpr,
+    HAS_SOFTCAP: tl.constexpr, SPLIT: tl.constexpr, FUSED_COMBINE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    D: tl.constexpr, HEAD_DIM: tl.constexpr,
+    D: tl.constexpr, HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr,
 ):
     pid_bkv = tl.program_id(0)                        # which (batch row, KV head)
     split = tl.program_id(1)                          # which chunk of the keys
@@ -130,6 +130,22 @@ def _split_kv_kernel(
         part = row * num_splits + split                                # (BLOCK_M,)
         tl.store(O + part[:, None] * D + offs_d[None, :], o, mask=store_mask)
         tl.store(LSE + part, lse2, mask=row_live)
+        if FUSED_COMBINE:   # the last split of this tile to finish combines (section 9.11)
+            tl.debug_barrier()        # every thread's partial stores, before the release
+            counter = COUNTERS + pid_bkv * tl.num_programs(2) + pid_m
+            done = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")   # splits before us
+            if done == num_splits - 1:
+                tl.store(counter, 0)  # reset for the next call or graph replay
+                first = pid_m * BLOCK_M
+                for r in range(first, first + tl.minimum(GROUP_SIZE * N_Q - first, BLOCK_M)):
+                    h = off_kv_h * GROUP_SIZE + r // N_Q                    # query head
+                    i = r % N_Q                                             # query
+                    o_r, lse_r = _combine_row(O, LSE, (off_b * GROUP_SIZE * H_KV + h) * N_Q + i,
+                                              num_splits, SPLITS, D, HEAD_DIM, ".cg")
+                    tl.store(O_FINAL + off_b * stride_ob + h * stride_oh + i * stride_om
+                             + offs_d * stride_od, o_r.to(O_FINAL.dtype.element_ty),
+                             mask=d_live)
+                    tl.store(LSE_FINAL + (off_b * GROUP_SIZE * H_KV + h) * N_Q + i, lse_r)
     else:       # one split: this program's result is the answer
         o_ptrs = (O + off_b * stride_ob + off_h[:, None] * stride_oh
                   + offs_i[:, None] * stride_om + offs_d[None, :] * stride_od)
@@ -138,6 +154,31 @@ def _split_kv_kernel(
 
 
 # %% book/09_flash_decoding.ipynb · cell 19
+@triton.jit
+def _combine_row(O_PART, LSE_PART, row, num_splits,
+                 SPLITS: tl.constexpr, D: tl.constexpr, HEAD_DIM: tl.constexpr,
+                 CACHE: tl.constexpr):
+    """(o (HEAD_DIM,) fp32, lse natural log) of query row `row` from its splits' partials.
+    CACHE: the partials' load cache modifier ("" or ".cg", which skips the SM's L1)."""
+    offs_s = tl.arange(0, SPLITS)
+    offs_d = tl.arange(0, HEAD_DIM)
+    split_live = offs_s < num_splits
+    lse_s = tl.load(LSE_PART + row * num_splits + offs_s, mask=split_live,
+                    other=float("-inf"), cache_modifier=CACHE)    # (SPLITS,) base 2
+    lse_max = tl.max(lse_s, axis=0)
+    lse_safe = tl.where(lse_max == float("-inf"), 0.0, lse_max)  # every split empty
+    weight = tl.math.exp2(lse_s - lse_safe)                       # (SPLITS,) 0: empty
+    total = tl.sum(weight, axis=0)                                # 0: no key at all
+    safe_total = tl.where(total > 0.0, total, 1.0)
+    o_s = tl.load(O_PART + (row * num_splits + offs_s)[:, None] * D + offs_d[None, :],
+                  mask=split_live[:, None] & (offs_d < D)[None, :], other=0.0,
+                  cache_modifier=CACHE)
+    o = tl.sum(weight[:, None] * o_s, axis=0) / safe_total       # (HEAD_DIM,) fp32
+    lse2 = lse_safe + tl.math.log2(safe_total)
+    lse = tl.where(total > 0.0, lse2 * 0.6931471805599453, float("-inf"))   # ln
+    return o, lse
+
+
 @triton.jit
 def _combine_kernel(
     O_PART, LSE_PART, O, LSE,
@@ -149,21 +190,8 @@ def _combine_kernel(
     off_b = row // (H_Q * N_Q)
     off_h = (row // N_Q) % H_Q
     off_i = row % N_Q
-    offs_s = tl.arange(0, SPLITS)
     offs_d = tl.arange(0, HEAD_DIM)
-    split_live = offs_s < num_splits
-    lse_s = tl.load(LSE_PART + row * num_splits + offs_s, mask=split_live,
-                    other=float("-inf"))                          # (SPLITS,) base 2
-    lse_max = tl.max(lse_s, axis=0)
-    lse_safe = tl.where(lse_max == float("-inf"), 0.0, lse_max)  # every split empty
-    weight = tl.math.exp2(lse_s - lse_safe)                       # (SPLITS,) 0: empty
-    total = tl.sum(weight, axis=0)                                # 0: no key at all
-    safe_total = tl.where(total > 0.0, total, 1.0)
-    o_s = tl.load(O_PART + (row * num_splits + offs_s)[:, None] * D + offs_d[None, :],
-                  mask=split_live[:, None] & (offs_d < D)[None, :], other=0.0)
-    o = tl.sum(weight[:, None] * o_s, axis=0) / safe_total       # (HEAD_DIM,) fp32
-    lse2 = lse_safe + tl.math.log2(safe_total)
-    lse = tl.where(total > 0.0, lse2 * 0.6931471805599453, float("-inf"))   # ln
+    o, lse = _combine_row(O_PART, LSE_PART, row, num_splits, SPLITS, D, HEAD_DIM, "")
     tl.store(O + off_b * stride_ob + off_h * stride_oh + off_i * stride_om
              + offs_d * stride_od, o.to(O.dtype.element_ty), mask=offs_d < D)
     tl.store(LSE + row, lse)
@@ -191,13 +219,22 @@ def decode_tiles(q, k_cache, block_table, block_n):
     return block_m, triton.cdiv(rows, block_m), triton.cdiv(capacity, block_n)
 
 
+def combine_counters(q, k_cache, block_table, block_n):
+    """The fused combine's arrival counters, zeroed: one int32 per (batch row, KV head,
+    tile of packed rows). The last split to finish resets its counter to 0."""
+    h_kv = cache_geometry(k_cache, block_table)[0]
+    m_tiles = decode_tiles(q, k_cache, block_table, block_n)[1]
+    return torch.zeros(q.shape[0] * h_kv * m_tiles, device=q.device, dtype=torch.int32)
+
+
 def decode_launch(q, k_cache, v_cache, cache_seqlens, block_table, o, lse, o_part,
                   lse_part, scale, num_splits, window_left, softcap, block_n, num_warps,
-                  num_stages):
+                  num_stages, counters=None):
     """The host side of a decode: [(kernel, grid, arguments in order, options)].
 
     It depends on shapes, strides, dtypes and flags only, never on cache_seqlens'
-    values: `fa2.decode` builds it once per input signature."""
+    values: `fa2.decode` builds it once per input signature. With splits and
+    `counters` (combine_counters), the split-KV kernel combines too: one launch."""
     B, H_Q, N_Q, D = q.shape
     H_KV, page_size, capacity = cache_geometry(k_cache, block_table)
     if block_table is None:   # strides as (outer, head, row, d); outer is the batch row
@@ -212,20 +249,26 @@ def decode_launch(q, k_cache, v_cache, cache_seqlens, block_table, o, lse, o_par
     else:
         qk_scale, softcap_log2e = scale * LOG2E, 0.0
     split = num_splits > 1
+    fused = split and counters is not None
     out, out_lse, out_strides = ((o_part, lse_part, (0, 0, 0, 0)) if split
                                  else (o, lse, o.stride()))
     unused = q    # a pointer for arguments the kernel does not read
+    final = (o, lse, counters) if fused else (unused, unused, unused)
+    if fused:     # the fused combine stores the final output itself
+        out_strides = o.stride()
+        assert counters.dtype == torch.int32 and counters.numel() >= B * H_KV * m_tiles
+    splits = triton.next_power_of_2(num_splits)
     split_kv = (_split_kv_kernel, (B * H_KV, num_splits, m_tiles), (
         q, k_cache, v_cache, unused if cache_seqlens is None else cache_seqlens,
-        unused if block_table is None else block_table, out, out_lse,
+        unused if block_table is None else block_table, out, out_lse, *final,
         *q.stride(), *strides(k_cache), *strides(v_cache), *out_strides, *table_strides,
         H_KV, N_Q, capacity, H_Q // H_KV, num_splits, qk_scale, softcap_log2e,
         window_left, page_size, cache_seqlens is not None, window_left >= 0,
-        bool(softcap), split, block_m, block_n, D, head_dim),
+        bool(softcap), split, fused, block_m, block_n, D, head_dim,
+        splits if fused else 1),   # 1: one compiled kernel serves every split count
         dict(num_warps=num_warps, num_stages=num_stages))
-    if not split:
+    if not split or fused:
         return [split_kv]
-    splits = triton.next_power_of_2(num_splits)
     warps = min(16, max(2, splits * head_dim // 2048))   # <= 64 fp32 partials a thread
     combine = (_combine_kernel, (B * H_Q * N_Q, 1, 1), (
         o_part, lse_part, o, lse, *o.stride(), H_Q, N_Q, num_splits,
@@ -235,23 +278,27 @@ def decode_launch(q, k_cache, v_cache, cache_seqlens, block_table, o, lse, o_par
 
 def flash_decode(q, k_cache, v_cache, cache_seqlens=None, block_table=None, scale=None,
                  num_splits=1, window_left=-1, softcap=0.0, block_n=None, num_warps=4,
-                 num_stages=2):
+                 num_stages=2, fused_combine=False):
     """Chapter 9's Flash-Decoding, unchecked: (o, lse) of q (B, Hq, N_Q, D) over a
-    contiguous or paged cache; lse (B, Hq, N_Q) fp32, natural log."""
+    contiguous or paged cache; lse (B, Hq, N_Q) fp32, natural log. fused_combine:
+    the last split of each tile combines (section 9.11), one launch instead of two."""
     B, H_Q, N_Q, D = q.shape
     block_n = block_n or (16 if runtime.INTERPRET else 64)
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     o = torch.empty_like(q)
     lse = torch.empty(B, H_Q, N_Q, device=q.device, dtype=torch.float32)
-    o_part = lse_part = None
+    o_part = lse_part = counters = None
     if num_splits > 1:   # each split's normalised output and base-2 LSE
         o_part = torch.empty(B, H_Q, N_Q, num_splits, D, device=q.device,
                              dtype=torch.float32)
         lse_part = torch.empty(B, H_Q, N_Q, num_splits, device=q.device,
                                dtype=torch.float32)
+        if fused_combine:
+            counters = combine_counters(q, k_cache, block_table, block_n)
     for kernel, grid, args, options in decode_launch(
             q, k_cache, v_cache, cache_seqlens, block_table, o, lse, o_part, lse_part,
-            scale, num_splits, window_left, softcap, block_n, num_warps, num_stages):
+            scale, num_splits, window_left, softcap, block_n, num_warps, num_stages,
+            counters):
         kernel[grid](*args, **options)
     return o, lse
 

@@ -108,6 +108,28 @@ def new_document(previous, device_name, kernel, argv):
     return document
 
 
+def cli_target(parser, args, known_sets, file_name):
+    """What both tuners' command lines settle before tuning (this one's and `fa2/tune_varlen.py`'s): the case sets
+    `--cases` names (all of `known_sets` without it; an unknown name is a usage error), then on the GPU its name,
+    properties and opt-in shared memory per block, the output path (`--out`, else fa2/configs/file_name(GPU
+    name)) and, with `--cases`, the table already there (its other keys stay). None without a CUDA GPU, after
+    saying why."""
+    sets = known_sets if args.cases is None else tuple(args.cases.split(","))
+    unknown = set(sets) - set(known_sets)
+    if unknown:
+        parser.error(f"unknown case set(s) {', '.join(sorted(unknown))}; choose from {', '.join(known_sets)}")
+    if runtime.DEVICE != "cuda":
+        print("fa2.tune needs a CUDA GPU: it times candidate configs on the GPU whose table it writes; "
+              "this machine runs kernels under the Triton interpreter", file=sys.stderr)
+        return None
+    name = torch.cuda.get_device_name()
+    props = torch.cuda.get_device_properties(0)
+    max_smem = getattr(props, "shared_memory_per_block_optin", 99 * 1024)
+    out = Path(args.out) if args.out else SHIPPED_DIR / file_name(name)
+    previous = json.loads(out.read_text()) if args.cases is not None and out.exists() else {}
+    return sets, name, props, max_smem, out, previous
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if "--kernel=varlen" in argv or any(a == "--kernel" and b == "varlen" for a, b in zip(argv, argv[1:])):
@@ -129,21 +151,11 @@ def main(argv=None):
                              "(default 40)")
     parser.add_argument("--out", default=None, help="output JSON (default fa2/configs/<GPU name>.json)")
     args = parser.parse_args(argv)
-    sets = CASE_SETS if args.cases is None else tuple(args.cases.split(","))
-    unknown = set(sets) - set(CASE_SETS)
-    if unknown:
-        parser.error(f"unknown case set(s) {', '.join(sorted(unknown))}; choose from {', '.join(CASE_SETS)}")
-    if runtime.DEVICE != "cuda":
-        print("fa2.tune needs a CUDA GPU: it times candidate configs on the GPU whose table it writes; "
-              "this machine runs kernels under the Triton interpreter", file=sys.stderr)
+    target = cli_target(parser, args, CASE_SETS, device_file_name)
+    if target is None:
         return 2
-    name = torch.cuda.get_device_name()
+    sets, name, props, max_smem, out, previous = target
     kernel = args.kernel or ("fast" if torch.cuda.get_device_capability()[0] >= 9 else "generic")
-    props = torch.cuda.get_device_properties(0)
-    max_smem = getattr(props, "shared_memory_per_block_optin", 99 * 1024)
-    out = Path(args.out) if args.out else SHIPPED_DIR / device_file_name(name)
-    # with --cases the keys tuned here replace the file's and the others stay
-    previous = json.loads(out.read_text()) if args.cases is not None and out.exists() else {}
     document = new_document(previous, name, kernel, argv)
     candidates_of = {D: prune(kernel, FAST_CANDIDATES if kernel == "fast" else GENERIC_CANDIDATES, D, max_smem)
                      for D in {D for *_, D in tuning_cases(sets)}}

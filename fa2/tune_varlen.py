@@ -29,13 +29,11 @@ import multiprocessing
 import os
 import sys
 import time
-from pathlib import Path
 
 import torch
 
 from fa2 import runtime
 from fa2.bench_dropin import Problem, make_inputs, reference, varlen_lengths
-from fa2.chapters.autotune import SHIPPED_DIR
 from fa2.chapters.varlen import attention_varlen_forward, attention_window_forward
 from fa2.testing import check_varlen, rel_err, time_ms
 from fa2.varlen_configs import candidates, fixed_config, table_file_name, tuning_key
@@ -196,20 +194,11 @@ def main(argv=None):
     parser.add_argument("--budget-s", type=float, default=None, help="start no new case after this many seconds")
     parser.add_argument("--out", default=None, help="output JSON (default fa2/configs/<GPU name>.varlen.json)")
     args = parser.parse_args(argv)
-    sets = CASE_SETS if args.cases is None else tuple(args.cases.split(","))
-    unknown = set(sets) - set(CASE_SETS)
-    if unknown:
-        parser.error(f"unknown case set(s) {', '.join(sorted(unknown))}; choose from {', '.join(CASE_SETS)}")
-    if runtime.DEVICE != "cuda":
-        print("fa2.tune needs a CUDA GPU: it times candidate configs on the GPU whose table it writes; "
-              "this machine runs kernels under the Triton interpreter", file=sys.stderr)
+    from fa2.tune import cli_target, new_document
+    target = cli_target(parser, args, CASE_SETS, table_file_name)
+    if target is None:
         return 2
-    from fa2.tune import new_document
-    name = torch.cuda.get_device_name()
-    props = torch.cuda.get_device_properties(0)
-    max_smem = getattr(props, "shared_memory_per_block_optin", 99 * 1024)
-    out = Path(args.out) if args.out else SHIPPED_DIR / table_file_name(name)
-    previous = json.loads(out.read_text()) if args.cases is not None and out.exists() else {}
+    sets, name, _, max_smem, out, previous = target
     document = new_document(previous, name, "varlen", ["--kernel", "varlen", *argv])
     problems = [p for s in sets for p in CASES[s]]
     candidates_of = {D: candidates(D, max_smem) for D in {p.D for p in problems}}

@@ -19,7 +19,7 @@ import torch
 
 from fa2 import validate
 from fa2.chapters.varlen import attention_varlen_forward, attention_window_forward
-from fa2.varlen_configs import WIDE_CONFIG, launch_config  # noqa: F401  (WIDE_CONFIG: re-exported)
+from fa2.varlen_configs import launch_config
 
 WHO = "fa2.attention_varlen"
 

@@ -1,0 +1,101 @@
+"""The README's numbers are the CSVs' numbers: every figure in its headline table and its one-line summary of each
+sweep is recomputed here from the file it cites, formatted the same way (ratios truncated, never rounded up), and
+must appear in the README verbatim. A re-measured CSV without an updated README fails here."""
+import csv
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from fa2.bench import by_shape, read_rows, summarize, truncated
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "book" / "results"
+README = (ROOT / "README.md").read_text()
+
+
+def money_rows(name):
+    rows = {row["provider"]: row for row in read_rows(RESULTS / f"{name}.csv")}
+    assert {"fa2", "sdpa_flash", "sdpa_cudnn"} <= set(rows)
+    return rows
+
+
+def ratio(rows, peer):
+    return truncated(float(rows["fa2"]["tflops"]) / float(rows[peer]["tflops"]))
+
+
+def test_the_money_table_is_money_csv():
+    rows = money_rows("money")
+    fa2 = rows["fa2"]
+    assert f"| **fa2 (this book, Triton)** | {float(fa2['ms']):.3f} | {float(fa2['tflops']):.1f} | |" in README
+    for provider, row in rows.items():
+        if provider != "fa2":
+            cells = rf"\| {row['label'].split(' (')[0]}[^|]* \| {float(row['ms']):.3f} \| {float(row['tflops']):.1f} \| "
+            assert re.search(cells + rf"(\*\*)?{ratio(rows, provider)}(\*\*)? \|", README), provider
+
+
+def test_the_second_run_is_money_run2_csv():
+    first, second = money_rows("money"), money_rows("money_run2")
+    line = (f"fa2 {float(second['fa2']['ms']):.3f} ms, FA2 {float(second['sdpa_flash']['ms']):.3f} ms, "
+            f"cuDNN {float(second['sdpa_cudnn']['ms']):.3f} ms: {ratio(second, 'sdpa_flash')}× FA2 and "
+            f"{ratio(second, 'sdpa_cudnn')}× cuDNN")
+    assert line in README
+    spread = abs(float(second["fa2"]["ms"]) / float(first["fa2"]["ms"]) - 1)
+    cudnn = abs(float(second["sdpa_cudnn"]["ms"]) / float(first["sdpa_cudnn"]["ms"]) - 1)
+    assert f"fa2's time moved {math.ceil(spread * 1000) / 10:.1f} %" in README       # rounded up: a bound
+    assert f"cuDNN's {math.floor(cudnn * 100):d} %" in README
+
+
+def prefill_line(name):
+    rows = read_rows(RESULTS / f"{name}.csv")
+    flash, cudnn = summarize(rows, "sdpa_flash"), summarize(rows, "sdpa_cudnn")
+    return (f"{flash['n']} shapes: {truncated(flash['min'])}–{truncated(flash['max'])}× FA2 (geometric mean "
+            f"{truncated(flash['geomean'])}, {flash['at_least']} of {flash['n']} ≥ 1.2×), "
+            f"{truncated(cudnn['min'])}–{truncated(cudnn['max'])}× cuDNN (geometric mean "
+            f"{truncated(cudnn['geomean'])})")
+
+
+@pytest.mark.parametrize("name", ["headline", "reference", "headdim"])
+def test_each_prefill_sweep_line(name):
+    assert f"[`{name}.csv`](book/results/{name}.csv), {prefill_line(name)}" in README
+
+
+def test_the_reference_sweeps_shapes_below_1_2_are_named():
+    rows = read_rows(RESULTS / "reference.csv")
+    below = summarize(rows, "sdpa_flash")["below"]
+    for shape, r in below:
+        key = (shape.B, shape.H, shape.Hkv, shape.N, shape.D, shape.causal, shape.dtype)
+        flash_us = float(by_shape(rows)[key]["sdpa_flash"]["ms"]) * 1000
+        mask = "causal" if shape.causal else "non-causal"
+        assert (f"({shape.B}, {shape.H}, {shape.N}, {shape.D}) {mask} {shape.dtype} at {truncated(r)}× "
+                f"(FA2: {flash_us:.0f} µs)") in README
+
+
+def test_the_decode_line_is_decode_csv():
+    rows = [r for r in csv.DictReader(open(RESULTS / "decode.csv")) if r["check"] in ("ok", "n/a")]
+    us = {(r["layout"], int(r["B"]), int(r["N"]), r["provider"]): float(r["gpu_us"]) for r in rows}
+    fa2 = {k[:3]: v for k, v in us.items() if k[3] == "fa2"}
+    contiguous = [k for k in fa2 if k[0] == "contiguous"]
+    flash = [us[(*k, "sdpa_flash")] / fa2[k] for k in contiguous]
+    cudnn = [us[(*k, "sdpa_cudnn")] / fa2[k] for k in contiguous]
+    paged = [fa2[k] / fa2[("contiguous", *k[1:])] for k in fa2 if k[0] != "contiguous"]
+    pct = next(r["pct_of_copy"] for r in rows if r["provider"] == "fa2" and r["layout"] == "contiguous"
+               and r["B"] == "1" and r["N"] == "131072")
+    line = (f"B = 1 with 128k keys at {pct} % of a device copy of the same bytes, B = 1 with 8k keys in "
+            f"{fa2[('contiguous', 1, 8192)]:.2f} µs; FA2's time / fa2's {truncated(min(flash))}–"
+            f"{truncated(max(flash))}, cuDNN's {truncated(min(cudnn))}–{truncated(max(cudnn))}; paged caches "
+            f"{truncated(min(paged))}–{truncated(max(paged))}× the contiguous time")
+    assert line in README
+
+
+def test_the_varlen_and_window_line_is_their_csvs():
+    varlen = {r["provider"]: float(r["tflops"]) for r in csv.DictReader(open(RESULTS / "varlen.csv"))}
+    window = list(csv.DictReader(open(RESULTS / "window.csv")))
+    windowed = {r["provider"]: float(r["tflops"]) for r in window if r["window"]}
+    plain = {r["provider"]: float(r["tflops"]) for r in window if not r["window"]}
+    line = (f"{truncated(varlen['fa2'] / varlen['flex'])}× FlexAttention and "
+            f"{truncated(varlen['fa2'] / varlen['sdpa_padded'])}× FA2 on the zero-padded batch; a 4096-token "
+            f"window over 32k tokens {truncated(windowed['fa2'] / windowed['flex'])}× FlexAttention, at "
+            f"{truncated(windowed['fa2'] / plain['fa2'])} of plain causal fa2's rate on visible scores")
+    assert line in README

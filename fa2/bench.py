@@ -293,7 +293,8 @@ def run_sweep(sweep, shapes, providers, args, write):
     environment = {"device": device_name(), "torch": torch.__version__, "triton": triton.__version__,
                    "command": args.command}
     rows = []
-    progress = tqdm(total=len(shapes) * len(providers), unit="run", dynamic_ncols=True)
+    progress = tqdm(total=len(shapes) * len(providers), unit="run", dynamic_ncols=True,
+                    disable=None)          # None: only on a terminal (no bars in notebooks or logs)
     for shape in shapes:
         generator = torch.Generator(runtime.DEVICE).manual_seed(0)
         sets = input_sets(shape, generator)

@@ -2,7 +2,7 @@
 
 The varlen/window kernel (`fa2/chapters/varlen.py`) does not share chapter 6's table: its loop runs up to three
 key ranges per query tile and its tiles stop at each sequence's end, so a config tuned for the prefill kernel
-does not carry over (chapter 10 §10.8 measured 9 % on the varlen batch). Its own table lives beside chapter 6's:
+does not carry over (chapter 10 §10.8 measured 10 % on the varlen batch). Its own table lives beside chapter 6's:
 
     fa2/configs/<GPU name>.varlen.json      {"device", "kernel": "varlen", "configs": {key: config}, "candidates", ...}
 

@@ -24,8 +24,9 @@ and NaN written past them; NaN or more than MAX_REL_ERR gives check=fail.
 Peers: ``sdpa_flash`` (SDPA's FLASH backend, the FA2 kernels vendored in PyTorch) and ``sdpa_cudnn`` on the
 contiguous caches with ``enable_gqa=True``, and ``flash_attn`` (``flash_attn_with_kvcache``) when
 importable. A peer that refuses a shape gets a row with its error. ``fa2_fused`` is fa2.decode's launch with
-the fused combine (chapter 9, section 9.11: one launch instead of two when there are splits; off in fa2.decode
-until measured), timed beside ``fa2`` in the same run; it gets the ragged check too and stays out of the plot.
+the fused combine (chapter 9, section 9.11: one launch instead of two when there are splits; off in fa2.decode:
+on the H200 it was 2.0-2.4 us slower at B=1, book/results/decode_fused.csv), timed beside ``fa2`` in
+the same run; it gets the ragged check too and stays out of the plot.
 ``fa2_tune`` rows time fa2.decode's
 launch with other split counts and tile configs (contiguous caches) and other configs (paged caches): the
 split heuristic, ``fa2.decode.GPU_CONFIG`` and ``PAGED_EXTRA_STAGES`` are chosen from them.

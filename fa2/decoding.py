@@ -41,7 +41,9 @@ PAGED_EXTRA_STAGES = 2
 # The fused combine (chapter 9, section 9.11): with splits, the last split of each tile to finish combines, so a
 # call is one launch instead of two. Opt-in, per plan, through the config key "fused_combine" (DecodePlan(...,
 # config=dict(fused_combine=True)); `python -m fa2.bench --sweep decode` times it as the fa2_fused provider). This
-# default applies to plans made after it is set, fa2.decode's included. Off until it is measured on a GPU.
+# default applies to plans made after it is set, fa2.decode's included. Off: on an H200 it passes the GPU tests but
+# is slower at B=1 (2.0-2.4 us per call at 1k and 8k keys, book/results/decode_fused.csv) and changes nothing at
+# B=32, where the split rule picks one split and there is no combine to fuse.
 FUSED_COMBINE = False
 # The interpreter: small tiles, and a pretend GPU of 4 SMs so that small CPU shapes split too.
 CPU_CONFIG = dict(block_n=16, num_warps=4, num_stages=1)

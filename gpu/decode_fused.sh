@@ -1,6 +1,6 @@
 #!/bin/bash
-# On the GPU machine (under 3 min on an H200): chapter 9's fused combine (opt-in, not yet measured) -- the GPU tests
-# of tests/test_decode.py (the GPU-only cases but torch.compile's inductor, whose compile is slow: CUDA-graph replay
+# On the GPU machine (under 3 min on an H200): chapter 9's fused combine (opt-in; measured slower at B=1, §9.11)
+# -- the GPU tests of tests/test_decode.py (the GPU-only cases but torch.compile's inductor, whose compile is slow: CUDA-graph replay
 # two-launch and fused, 300 back-to-back fused calls against the two-launch result, the family shapes, head dims,
 # 64-bit offsets) and its fused-combine cases, then the decode sweep with fa2_fused timed beside
 # fa2 in the same run (--no-tune; --quick: B in {1, 32}, N in {1k, 8k, 128k}; FULL=1 for the whole family, ~2x).

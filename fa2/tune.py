@@ -130,11 +130,24 @@ def cli_target(parser, args, known_sets, file_name):
     return sets, name, props, max_smem, out, previous
 
 
+def without_kernel_flag(argv):
+    """argv without `--kernel varlen` / `--kernel=varlen`: tune_varlen writes the flag into its table once."""
+    kept, skip = [], False
+    for a, b in zip(argv, [*argv[1:], None]):
+        if skip:
+            skip = False
+        elif a == "--kernel" and b == "varlen":
+            skip = True
+        elif a != "--kernel=varlen":
+            kept.append(a)
+    return kept
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if "--kernel=varlen" in argv or any(a == "--kernel" and b == "varlen" for a, b in zip(argv, argv[1:])):
+    if without_kernel_flag(argv) != argv:
         from fa2 import tune_varlen                   # chapter 10's kernel: its own cases and options
-        return tune_varlen.main([a for a in argv if a != "--kernel=varlen"])
+        return tune_varlen.main(without_kernel_flag(argv))
     parser = argparse.ArgumentParser(prog="python -m fa2.tune", description=__doc__.splitlines()[0],
                                      epilog="Needs a CUDA GPU: tuning times kernels on the GPU it will ship for.")
     parser.add_argument("--kernel", choices=["fast", "generic", "varlen"], default=None,

@@ -194,12 +194,12 @@ def main(argv=None):
     parser.add_argument("--budget-s", type=float, default=None, help="start no new case after this many seconds")
     parser.add_argument("--out", default=None, help="output JSON (default fa2/configs/<GPU name>.varlen.json)")
     args = parser.parse_args(argv)
-    from fa2.tune import cli_target, new_document
+    from fa2.tune import cli_target, new_document, without_kernel_flag
     target = cli_target(parser, args, CASE_SETS, table_file_name)
     if target is None:
         return 2
     sets, name, _, max_smem, out, previous = target
-    document = new_document(previous, name, "varlen", ["--kernel", "varlen", *argv])
+    document = new_document(previous, name, "varlen", ["--kernel", "varlen", *without_kernel_flag(argv)])
     problems = [p for s in sets for p in CASES[s]]
     candidates_of = {D: candidates(D, max_smem) for D in {p.D for p in problems}}
     t0 = time.time()

@@ -257,3 +257,15 @@ def test_gpu_every_shipped_varlen_config_passes_the_ragged_check():
     for key, cfg in table.shipped.items():
         dtype = torch.float16 if "/fp16/" in key else torch.bfloat16
         assert tune_varlen.ragged_check(cfg, key.split("/")[3], dtype, int(key.split("/")[1][1:])) is None, key
+
+
+def test_the_table_records_the_tuning_command_once(monkeypatch):
+    """The varlen table's `command` named `--kernel varlen` twice: fa2.tune handed its argv on with the flag and
+    tune_varlen put it in front again. Both forms of the flag are dropped before it is written once."""
+    from fa2 import tune, tune_varlen
+    assert tune.without_kernel_flag(["--kernel", "varlen", "--jobs", "2"]) == ["--jobs", "2"]
+    assert tune.without_kernel_flag(["--jobs", "2", "--kernel=varlen"]) == ["--jobs", "2"]
+    handed = []
+    monkeypatch.setattr(tune_varlen, "main", lambda argv: handed.append(argv) or 0)
+    assert tune.main(["--kernel", "varlen", "--budget-s", "5"]) == 0
+    assert handed == [["--budget-s", "5"]]

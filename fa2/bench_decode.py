@@ -48,6 +48,7 @@ import triton.testing
 
 import fa2
 from fa2 import runtime
+from fa2.bench import flash_attn_version
 from fa2.chapters.decode_reference import decode_reference, poison_past, random_cache
 from fa2.chapters.flash_decoding import cache_geometry, decode_tiles, num_splits_heuristic
 from fa2.decoding import MAX_SPLITS, DecodePlan, choose_num_splits, sm_count
@@ -187,14 +188,6 @@ def build_sdpa(backend):
                                                       enable_gqa=shape.Hq != shape.Hkv)
         return run
     return build
-
-
-def flash_attn_version():
-    try:
-        import flash_attn
-    except Exception:
-        return None
-    return getattr(flash_attn, "__version__", "?")
 
 
 def build_flash_attn(shape, sets):

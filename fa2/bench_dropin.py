@@ -38,7 +38,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import fa2
 from fa2 import runtime
-from fa2.bench import truncated
+from fa2.bench import flash_attn_version, truncated
 from fa2.chapters.varlen_reference import masked_attention_reference, random_varlen, visible_window
 from fa2.testing import rel_err, time_ms
 
@@ -252,14 +252,6 @@ def build_flex(problem, x):
                for t in (x.q, x.k, x.v))
     fn = lambda: _compiled_flex(q, k, v, block_mask=block_mask, enable_gqa=problem.Hq != problem.Hkv)
     return fn, lambda o: o[0, :, :total].transpose(0, 1)
-
-
-def flash_attn_version():
-    try:
-        import flash_attn
-    except Exception:
-        return None
-    return getattr(flash_attn, "__version__", "?")
 
 
 def build_flash_attn(problem, x):

@@ -108,6 +108,20 @@ def new_document(previous, device_name, kernel, argv):
     return document
 
 
+def add_cli_options(parser, known_sets, table, jobs, rep_ms, budget_s=False):
+    """The options both tuners' command lines share (this one's and `fa2/tune_varlen.py`'s), in their order:
+    --cases, --jobs, --rep-ms, [--budget-s,] --out. `jobs` and `rep_ms` are each tuner's (default, help);
+    `table` the default output's name in fa2/configs/."""
+    parser.add_argument("--cases", default=None,
+                        help=f"comma-separated case sets of {', '.join(known_sets)} (default: all, a new table); "
+                             "with this option the existing table keeps its other keys")
+    parser.add_argument("--jobs", type=int, default=jobs[0], help=jobs[1])
+    parser.add_argument("--rep-ms", type=float, default=rep_ms[0], help=rep_ms[1])
+    if budget_s:
+        parser.add_argument("--budget-s", type=float, default=None, help="start no new case after this many seconds")
+    parser.add_argument("--out", default=None, help=f"output JSON (default fa2/configs/{table})")
+
+
 def cli_target(parser, args, known_sets, file_name):
     """What both tuners' command lines settle before tuning (this one's and `fa2/tune_varlen.py`'s): the case sets
     `--cases` names (all of `known_sets` without it; an unknown name is a usage error), then on the GPU its name,
@@ -153,16 +167,11 @@ def main(argv=None):
     parser.add_argument("--kernel", choices=["fast", "generic", "varlen"], default=None,
                         help="default: fast on sm_90+, generic elsewhere; varlen: chapter 10's kernel "
                              "(python -m fa2.tune --kernel varlen --help)")
-    parser.add_argument("--cases", default=None,
-                        help=f"comma-separated case sets of {', '.join(CASE_SETS)} (default: all, a new table); "
-                             "with this option the existing table keeps its other keys")
-    parser.add_argument("--jobs", type=int, default=0,
-                        help="compile the candidates in this many processes first (default 0: compile as they "
-                             "are timed)")
-    parser.add_argument("--rep-ms", type=float, default=40.0,
-                        help="each candidate's CUDA graph holds about this many ms of calls, replayed 10 times "
-                             "(default 40)")
-    parser.add_argument("--out", default=None, help="output JSON (default fa2/configs/<GPU name>.json)")
+    add_cli_options(parser, CASE_SETS, "<GPU name>.json",
+                    jobs=(0, "compile the candidates in this many processes first (default 0: compile as they "
+                             "are timed)"),
+                    rep_ms=(40.0, "each candidate's CUDA graph holds about this many ms of calls, replayed 10 times "
+                                  "(default 40)"))
     args = parser.parse_args(argv)
     target = cli_target(parser, args, CASE_SETS, device_file_name)
     if target is None:

@@ -185,16 +185,12 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="python -m fa2.tune --kernel varlen", description=__doc__.splitlines()[0])
     parser.add_argument("--kernel", choices=["varlen"], default="varlen")
-    parser.add_argument("--cases", default=None, help=f"comma-separated case sets of {', '.join(CASE_SETS)} "
-                        "(default: all, a new table); with this option the existing table keeps its other keys")
-    parser.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1),
-                        help="compile candidates and run the ragged checks in this many processes (default: "
-                             "min(16, CPUs); 0 or 1: in this process)")
-    parser.add_argument("--rep-ms", type=float, default=25.0, help="ms of calls per CUDA graph (default 25)")
-    parser.add_argument("--budget-s", type=float, default=None, help="start no new case after this many seconds")
-    parser.add_argument("--out", default=None, help="output JSON (default fa2/configs/<GPU name>.varlen.json)")
+    from fa2.tune import add_cli_options, cli_target, new_document, without_kernel_flag
+    add_cli_options(parser, CASE_SETS, "<GPU name>.varlen.json",
+                    jobs=(min(16, os.cpu_count() or 1), "compile candidates and run the ragged checks in this many "
+                                                        "processes (default: min(16, CPUs); 0 or 1: in this process)"),
+                    rep_ms=(25.0, "ms of calls per CUDA graph (default 25)"), budget_s=True)
     args = parser.parse_args(argv)
-    from fa2.tune import cli_target, new_document, without_kernel_flag
     target = cli_target(parser, args, CASE_SETS, table_file_name)
     if target is None:
         return 2

@@ -318,23 +318,35 @@ def test_inputs_that_need_grad_raise():
 
 # ------------------------------------------------------------------------------------------------ GPU only
 
-@requires_gpu
-@pytest.mark.parametrize("page_size", [None, 16, 256], ids=["contiguous", "paged16", "paged256"])
-def test_cuda_graph_replay_follows_the_lengths(page_size):
-    """Capture one decode step, then replay it with longer cache_seqlens and a new q: the reference agrees."""
+def graph_inputs(page_size):
+    """q, k, v, block table (full caches of 4096 keys) and cache_seqlens of the CUDA graph replay tests."""
     capacity = 4096
-    lengths = seqlens(1, 700, 2500, 4096)
     q, k, v, table = inputs(4, 32, 8, 1, 128, capacity, seqlens(*[capacity] * 4), torch.bfloat16, page_size)
-    fa2.decode(q, k, v, lengths, table)                 # compile and plan outside the capture
+    return q, k, v, table, seqlens(1, 700, 2500, 4096)
+
+
+def graph_replays(step, q, lengths):
+    """Capture `step()` in a CUDA graph (after one call outside it: compile and plan), then replay it with longer
+    cache_seqlens and a new q; yields the captured outputs after each replay."""
+    step()
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        o, lse = fa2.decode(q, k, v, lengths, table, return_lse=True)
+        out = step()
     for grown in ((1, 700, 2500, 4096), (2, 1500, 3001, 4096), (1000, 4000, 4095, 4096)):
         lengths.copy_(seqlens(*grown))
         q.copy_(torch.randn_like(q))
         graph.replay()
         torch.cuda.synchronize()
+        yield out
+
+
+@requires_gpu
+@pytest.mark.parametrize("page_size", [None, 16, 256], ids=["contiguous", "paged16", "paged256"])
+def test_cuda_graph_replay_follows_the_lengths(page_size):
+    """Capture one decode step, then replay it with longer cache_seqlens and a new q: the reference agrees."""
+    q, k, v, table, lengths = graph_inputs(page_size)
+    for o, lse in graph_replays(lambda: fa2.decode(q, k, v, lengths, table, return_lse=True), q, lengths):
         assert_matches_reference(o, lse, q, k, v, lengths, table)
 
 
@@ -390,20 +402,9 @@ def test_torch_compile_inductor_on_gpu():
 def test_fused_combine_cuda_graph_replay_follows_the_lengths(page_size):
     """The fused combine captured in a CUDA graph, replayed with longer lengths and a new q: the reference
     agrees, the counters are back at zero after every replay."""
-    capacity = 4096
-    lengths = seqlens(1, 700, 2500, 4096)
-    q, k, v, table = inputs(4, 32, 8, 1, 128, capacity, seqlens(*[capacity] * 4), torch.bfloat16, page_size)
+    q, k, v, table, lengths = graph_inputs(page_size)
     fused, two = plans(q, k, v, lengths, table, 16)
-    fused(q, k, v, lengths, table)                  # compile outside the capture
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        o, lse = fused(q, k, v, lengths, table)
-    for grown in ((1, 700, 2500, 4096), (2, 1500, 3001, 4096), (1000, 4000, 4095, 4096)):
-        lengths.copy_(seqlens(*grown))
-        q.copy_(torch.randn_like(q))
-        graph.replay()
-        torch.cuda.synchronize()
+    for o, lse in graph_replays(lambda: fused(q, k, v, lengths, table), q, lengths):
         assert_matches_reference(o, lse, q, k, v, lengths, table)
         assert_fused_matches_two_launches((o, lse), two(q, k, v, lengths, table))
         assert not fused.counters.any()

@@ -25,6 +25,7 @@ from fa2 import dispatch, validate
 from fa2._triton_compat import DirectLaunch
 from fa2.chapters.flash_decoding import (cache_geometry, combine_counters, decode_launch, decode_tiles,
                                          num_splits_heuristic)
+from fa2.plan import cache_plan
 
 MAX_QUERIES = 16          # query tokens per call: 1 for decoding, a few for speculative verification
 MAX_HEAD_DIM = 256
@@ -259,10 +260,7 @@ def _plan(q, k_cache, v_cache, cache_seqlens, block_table, scale, num_splits, wi
         key = signature(*args)
     except TypeError:                                 # a list for window: valid, but not a dict key
         return plan
-    if len(_PLANS) >= MAX_PLANS:
-        _PLANS.clear()
-    _PLANS[key] = plan
-    return plan
+    return cache_plan(_PLANS, key, plan, MAX_PLANS)
 
 
 @torch.library.custom_op("fa2::decode", mutates_args=())

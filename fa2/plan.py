@@ -99,6 +99,14 @@ PLANS = {}
 MAX_PLANS = 4096
 
 
+def cache_plan(plans, key, plan, max_plans):
+    """plans[key] = plan, in a cache bounded to max_plans entries (a full one is emptied first); returns plan."""
+    if len(plans) >= max_plans:
+        plans.clear()
+    plans[key] = plan
+    return plan
+
+
 def plan_for(q, k, v, causal, scale):
     """The cached plan of this call's signature; on a miss, check the inputs, then make and cache one."""
     try:
@@ -111,7 +119,4 @@ def plan_for(q, k, v, causal, scale):
         raise
     check_attention_inputs(q, k, v, causal, scale)  # raises, naming the argument, before anything is cached
     plan = make_plan(q, k, v, causal, softmax_scale(q.shape[-1], scale))
-    if len(PLANS) >= MAX_PLANS:
-        PLANS.clear()
-    PLANS[key] = plan
-    return plan
+    return cache_plan(PLANS, key, plan, MAX_PLANS)

@@ -175,6 +175,14 @@ def build_fa2(problem, x):
             lambda o: o.transpose(1, 2).flatten(0, 1))
 
 
+def build_fa2_ch10(problem, x):
+    """fa2.attention_varlen on the plain causal problem: chapter 10's kernel (the one windowed calls run) without
+    a window, where fa2.attention takes chapter 6's. Its rate beside the windowed call's isolates the window."""
+    fn = lambda: fa2.attention_varlen(x.q, x.k, x.v, x.cu_seqlens, x.cu_seqlens, x.max_seqlen, x.max_seqlen,
+                                      causal=problem.causal)
+    return fn, lambda o: o
+
+
 def sdpa_backend():
     """FLASH on a GPU (the FA2 kernels vendored in PyTorch); MATH under the interpreter."""
     return SDPBackend.FLASH_ATTENTION if runtime.DEVICE == "cuda" else SDPBackend.MATH
@@ -270,6 +278,7 @@ def providers():
     plain = lambda p: p.sweep == "window" and p.window is None
     return {p.name: p for p in [
         Provider("fa2", "fa2 (Triton)", build_fa2),
+        Provider("fa2_ch10", "fa2, chapter 10's kernel", build_fa2_ch10, plain),
         Provider("flex", "FlexAttention (compiled)", build_flex, lambda p: varlen(p) or windowed(p)),
         Provider("sdpa_padded", "SDPA FLASH, zero-padded batch", build_sdpa_padded, varlen),
         Provider("sdpa_flash", "SDPA FLASH (no window)", build_sdpa_flash, plain),
@@ -282,7 +291,7 @@ def default_providers():
     """Names of the providers that can run here: every GPU peer on CUDA (flash_attn when importable)."""
     if runtime.DEVICE != "cuda":
         return ["fa2", "sdpa_padded"]
-    return ["fa2", "flex", "sdpa_padded", "sdpa_flash"] + (["flash_attn"] if flash_attn_version() else [])
+    return ["fa2", "fa2_ch10", "flex", "sdpa_padded", "sdpa_flash"] + (["flash_attn"] if flash_attn_version() else [])
 
 
 # ------------------------------------------------------------------------------------------------ measuring
@@ -368,14 +377,17 @@ def _ok(row):
 
 def summary(rows):
     """{"ratios": {(problem, peer): fa2's TFLOP/s over the peer's}, "window_vs_causal": fa2's TFLOP/s with the
-    window over fa2's without (window sweep), or None}; only rows that passed their check count."""
+    window over fa2's without (window sweep), or None, "window_vs_same_kernel": the same over chapter 10's kernel
+    without the window (fa2_ch10), or None}; only rows that passed their check count."""
     fa2_rows = {r["problem"]: r for r in rows if r["provider"] == "fa2" and _ok(r)}
     ratios = {(r["problem"], r["provider"]): float(fa2_rows[r["problem"]]["tflops"]) / float(r["tflops"])
               for r in rows if r["provider"] != "fa2" and _ok(r) and r["problem"] in fa2_rows}
     windowed = [r for r in fa2_rows.values() if r["sweep"] == "window" and r["window"]]
     plain = [r for r in fa2_rows.values() if r["sweep"] == "window" and not r["window"]]
     window_vs_causal = (float(windowed[0]["tflops"]) / float(plain[0]["tflops"])) if windowed and plain else None
-    return {"ratios": ratios, "window_vs_causal": window_vs_causal}
+    ch10 = [r for r in rows if r["provider"] == "fa2_ch10" and _ok(r)]
+    same_kernel = float(windowed[0]["tflops"]) / float(ch10[0]["tflops"]) if windowed and ch10 else None
+    return {"ratios": ratios, "window_vs_causal": window_vs_causal, "window_vs_same_kernel": same_kernel}
 
 
 def print_summary(rows):
@@ -393,6 +405,9 @@ def print_summary(rows):
     if result["window_vs_causal"] is not None:
         print(f"fa2 with the window / fa2 plain causal at the same N (TFLOP/s on visible scores): "
               f"{truncated(result['window_vs_causal'])}")
+    if result["window_vs_same_kernel"] is not None:
+        print(f"fa2 with the window / chapter 10's kernel plain causal at the same N: "
+              f"{truncated(result['window_vs_same_kernel'])}")
     if any(r["provider"] == "sdpa_padded" for r in rows) and not any(r["provider"] == "flash_attn" for r in rows):
         print("note: flash_attn was not importable; SDPA's FLASH backend (the FA2 kernels vendored in PyTorch) "
               "stands in on the padded batch. On an H200, flash-attn 2.8.3 ran 0-15% faster than it (mean ≈ 1.06×).")

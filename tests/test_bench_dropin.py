@@ -85,3 +85,18 @@ def test_printed_ratios_are_truncated_never_rounded_up(capsys):
     printed = capsys.readouterr().out
     assert "1.339x" in printed and "1.340x" not in printed
     assert "0.921" in printed and "0.922" not in printed
+
+
+def test_the_window_sweep_separates_the_kernel_from_the_window(tmp_path, capsys):
+    """Windowed calls run chapter 10's kernel, plain causal ones chapter 6's: `fa2_ch10` times chapter 10's kernel
+    on the plain causal problem, so the window's rate can be set beside the same kernel's without a window."""
+    rows = bench_dropin.run_sweep("window", tmp_path, ["fa2", "fa2_ch10"], bench_dropin.tiny_problems("window"),
+                                  command="test", rep_ms=5)
+    assert [(r["provider"], bool(r["window"])) for r in rows] == [("fa2", True), ("fa2", False),
+                                                                   ("fa2_ch10", False)]
+    assert all(r["check"] == "ok" for r in rows)
+    result = bench_dropin.summary(rows)
+    windowed, plain, ch10 = (float(r["tflops"]) for r in rows)
+    assert result["window_vs_same_kernel"] == pytest.approx(windowed / ch10)
+    assert result["window_vs_causal"] == pytest.approx(windowed / plain)
+    assert "fa2 with the window / chapter 10's kernel plain causal" in capsys.readouterr().out

@@ -283,7 +283,8 @@ def test_pdl_launches_only_when_on_and_supported(monkeypatch):
         return [(lean.options.get("launch_pdl", False), scalars[-1])
                 for lean, scalars in ((plan.split_kv, plan.split_kv_scalars), (plan.combine, plan.combine_scalars))]
     assert decoding.PDL is False and "pdl" not in decoding.GPU_CONFIG and "pdl" not in decoding.CPU_CONFIG
-    assert launches(make()) == launches(make(pdl=True)) == [(False, False)] * 2      # the CPU: not supported
+    here = decoding.pdl_supported(q.device)         # False on the CPU, True on an sm_90+ GPU
+    assert launches(make()) == [(False, False)] * 2 and launches(make(pdl=True)) == [(here, here)] * 2
     monkeypatch.setattr(decoding, "pdl_supported", supported)
     plan = make(pdl=True)                             # only inspected: the interpreter cannot run griddepcontrol
     assert plan.pdl and asked == [q.device] and launches(plan) == [(True, True)] * 2

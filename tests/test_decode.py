@@ -312,6 +312,8 @@ from triton.compiler import ASTSource
 from fa2 import runtime
 from fa2.chapters.flash_decoding import _combine_kernel, _split_kv_kernel
 assert not runtime.INTERPRET
+if not hasattr(triton.language.extra.cuda, "gdc_wait"):
+    sys.exit(print("AOT-SKIP this Triton has no tl.extra.cuda.gdc_wait"))
 
 def compile_ptx(fn, constexprs, pointers, options):
     scalar = lambda name: "fp32" if name in ("qk_scale", "softcap_log2e") else "i32"
@@ -362,6 +364,8 @@ def test_pdl_kernels_compile_for_sm90_with_griddepcontrol(tmp_path):
     done = subprocess.run([sys.executable, "-c", AOT_SCRIPT], capture_output=True, text=True, env=env,
                           cwd=root, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
+    if "AOT-SKIP" in done.stdout:
+        pytest.skip(done.stdout.split("AOT-SKIP", 1)[1].strip())
     report = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("AOT "))[4:])
     for name, found in report.items():
         kernel, pdl = name.rsplit("-", 1)

@@ -68,11 +68,12 @@ def _split_kv_kernel(
         d_live = tl.full([HEAD_DIM], True, tl.int1)   # every column is real: no mask
     else:
         d_live = offs_d < D                           # padded head dim: past D is 0
-    if USE_PDL:   # launched with Programmatic Dependent Launch (sm_90+, opt-in): this grid may
-        # start while the kernel before it finishes, so wait for that kernel's writes (q, the
-        # cache, the lengths) before the first load. Then let the combine launch at once: its
-        # programs only do index math until their own gdc_wait, which still waits for this
-        # whole grid to finish, and the trigger fires only once every program here has run.
+    if USE_PDL:   # Programmatic Dependent Launch (sm_90+, opt-in): this grid may start while
+        # the kernel before it finishes, so wait for that kernel's writes (q, the cache, the
+        # lengths) before the first load. Then let the combine launch at once: it launches
+        # only when every program here has triggered (all are resident by then, so its
+        # waiting programs take no SM a split still needs), does index math, and its own
+        # gdc_wait still waits for this whole grid to finish and its stores to be visible.
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
     q_ptrs = (Q + off_b * stride_qb + off_h[:, None] * stride_qh
@@ -202,7 +203,9 @@ def _combine_kernel(
     offs_d = tl.arange(0, HEAD_DIM)
     if USE_PDL:   # launched early (PDL): the index math above overlapped the split kernel
         tl.extra.cuda.gdc_wait()               # every partial written and visible
-        tl.extra.cuda.gdc_launch_dependents()  # the next kernel may launch; it waits too
+        # the next kernel may launch now (a PDL one waits for this grid before its reads);
+        # not before the wait, where it would only hold SMs while the split kernel streams
+        tl.extra.cuda.gdc_launch_dependents()
     o, lse = _combine_row(O_PART, LSE_PART, row, num_splits, SPLITS, D, HEAD_DIM, "")
     tl.store(O + off_b * stride_ob + off_h * stride_oh + off_i * stride_om
              + offs_d * stride_od, o.to(O.dtype.element_ty), mask=offs_d < D)

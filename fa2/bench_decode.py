@@ -26,7 +26,9 @@ contiguous caches with ``enable_gqa=True``, and ``flash_attn`` (``flash_attn_wit
 importable. A peer that refuses a shape gets a row with its error. ``fa2_fused`` is fa2.decode's launch with
 the fused combine (chapter 9, section 9.11: one launch instead of two when there are splits; off in fa2.decode:
 on the H200 it was 2.0-2.4 us slower at B=1, book/results/decode_fused.csv), timed beside ``fa2`` in
-the same run; it gets the ragged check too and stays out of the plot.
+the same run; it gets the ragged check too and stays out of the plot. ``fa2_pdl`` likewise: fa2.decode's launch
+with Programmatic Dependent Launch (config "pdl"; two launches, the combine's launch overlapping the split-KV
+kernel's tail; sm_90+ only, elsewhere the same launch as ``fa2``).
 ``fa2_tune`` rows time fa2.decode's
 launch with other split counts and tile configs (contiguous caches) and other configs (paged caches): the
 split heuristic, ``fa2.decode.GPU_CONFIG`` and ``PAGED_EXTRA_STAGES`` are chosen from them.
@@ -229,7 +231,8 @@ def providers():
     """The providers that can run here, by name: the copy and fa2 everywhere, the peers on a GPU."""
     contiguous = lambda shape: shape.page_size == 0
     found = [Provider("copy", "copy K+V (ceiling)", build_copy), Provider("fa2", "fa2.decode", build_fa2),
-             Provider("fa2_fused", "fa2.decode, fused combine", build_plan(FUSED, None), config=FUSED)]
+             Provider("fa2_fused", "fa2.decode, fused combine", build_plan(FUSED, None), config=FUSED),
+             Provider("fa2_pdl", "fa2.decode, PDL launches", build_plan(PDL, None), config=PDL)]
     if runtime.DEVICE == "cuda":
         from torch.nn.attention import SDPBackend
         found += [Provider("sdpa_flash", "SDPA FLASH (FA2, PyTorch-vendored)",
@@ -243,6 +246,8 @@ def providers():
 
 CTAS_PER_SM_CANDIDATES = (1, 2, 3, 4)
 FUSED = dict(fused_combine=True)          # the fa2_fused provider's plan config
+PDL = dict(pdl=True)                      # the fa2_pdl provider's plan config
+VARIANTS = ("fa2_fused", "fa2_pdl")       # fa2.decode's launch, opt-in variants: checked like fa2, not plotted
 
 
 def heuristic_picks(x):
@@ -378,7 +383,7 @@ def run_shapes(shapes, names, write, sweep="decode", tune=True, quick=False, com
             shape_rows.append({**shape_columns(sweep, shape, environment),
                                **measure(provider, shape, sets, ref, full=provider.name != "fa2_tune")})
         ragged = {r["provider"]: r for r in shape_rows
-                  if r["provider"] in ("fa2", "fa2_fused") and r["check"] != "error"}
+                  if r["provider"] in ("fa2", *VARIANTS) and r["check"] != "error"}
         if ragged:                                       # last: it writes NaN into the first set's caches
             fns = {name: every[name].build(shape, sets) for name in ragged}
             for name, err in ragged_error(sets[0], generator, fns).items():
@@ -444,6 +449,7 @@ def _us(row):
 
 
 NOTE_WIDTH = 100             # the summary's lines fit the book's code cells (chapter 9 prints it)
+VARIANT_COLUMNS = [("fa2_fused", "fused us", "the fused combine"), ("fa2_pdl", "pdl us", "PDL")]
 PEER_COLUMNS = {"sdpa_flash": "FLASH us", "sdpa_cudnn": "cuDNN us", "flash_attn": "flash_attn us"}
 
 
@@ -454,8 +460,9 @@ def print_summary(rows, picks=None):
         table.setdefault((row["B"], row["N"]), {}).setdefault(row["layout"], {}).setdefault(row["provider"], []) \
             .append(row)
     peers = [p for p in ("sdpa_flash", "sdpa_cudnn", "flash_attn") if any(r["provider"] == p for r in rows)]
-    fused = any(r["provider"] == "fa2_fused" for r in rows)
-    header = ["B", "N", "fa2 us", *(["fused us"] if fused else []), "GB/s", "%copy", "host us", "paged16",
+    variants = [(name, column, what) for name, column, what in VARIANT_COLUMNS
+                if any(r["provider"] == name for r in rows)]
+    header = ["B", "N", "fa2 us", *[column for _, column, _ in variants], "GB/s", "%copy", "host us", "paged16",
               "paged256", *[PEER_COLUMNS[p] for p in peers], "peer/fa2"]
     lines, goals = [], []
     for (B, N), layouts in table.items():
@@ -463,12 +470,12 @@ def print_summary(rows, picks=None):
         fa2_row = one("contiguous", "fa2")
         fa2_us = _us(fa2_row)
         cells = [str(B), str(N), f"{fa2_us:.1f}" if fa2_us else "err"]
-        if fused:
-            fused_us = _us(one("contiguous", "fa2_fused"))
-            cells.append(f"{fused_us:.1f}" if fused_us else "err")
-            if fused_us and B == 1 and N == 8192:
-                goals.append((f"B=1 N=8k in <= 15 us GPU time with the fused combine ({fused_us:.1f} us)",
-                              fused_us <= 15))
+        for name, _, what in variants:
+            variant_us = _us(one("contiguous", name))
+            cells.append(f"{variant_us:.1f}" if variant_us else "err")
+            if variant_us and B == 1 and N == 8192:
+                goals.append((f"B=1 N=8k in <= 15 us GPU time with {what} ({variant_us:.1f} us)",
+                              variant_us <= 15))
         cells += [fa2_row["gbs"] if fa2_us else "-", fa2_row.get("pct_of_copy", "-") if fa2_us else "-",
                  fa2_row.get("host_us", "-") if fa2_row else "-"]
         for layout in ("paged16", "paged256"):
@@ -492,7 +499,7 @@ def print_summary(rows, picks=None):
     gap = "  " if sum(widths) + 2 * (len(widths) - 1) <= NOTE_WIDTH else " "
     print("\nfa2.decode, contiguous caches: GPU us per call (fa2 and each peer); paged columns:\n"
           "paged time / contiguous time; peer/fa2: the fastest peer's time / fa2's"
-          + ("\nfused us: fa2.decode's launch with the fused combine (fa2_fused)" if fused else ""))
+          + "".join(f"\n{column}: fa2.decode's launch with {what} ({name})" for name, column, what in variants))
     for cells in [header, *lines]:
         print(gap.join(c.rjust(w) for c, w in zip(cells, widths)))
     for goal, met in goals:
@@ -564,7 +571,7 @@ def plot(rows, path=None):
     for ax, B in zip(axes[0], batches):
         lines, labels = {}, {}
         for row in rows:
-            if (row["B"] == B and row["provider"] not in ("fa2_tune", "fa2_fused") and row.get("gbs")
+            if (row["B"] == B and row["provider"] not in ("fa2_tune", *VARIANTS) and row.get("gbs")
                     and row["check"] in ("ok", "n/a")):
                 if row["provider"] == "copy" and row["layout"] != "contiguous":
                     continue

@@ -21,7 +21,7 @@ from typing import Optional
 import torch
 import triton
 
-from fa2 import dispatch, validate
+from fa2 import dispatch, runtime, validate
 from fa2._triton_compat import DirectLaunch
 from fa2.chapters.flash_decoding import (cache_geometry, combine_counters, decode_launch, decode_tiles,
                                          num_splits_heuristic)
@@ -46,6 +46,14 @@ PAGED_EXTRA_STAGES = 2
 # is slower at B=1 (2.0-2.4 us per call at 1k and 8k keys, book/results/decode_fused.csv) and changes nothing at
 # B=32, where the split rule picks one split and there is no combine to fuse.
 FUSED_COMBINE = False
+# Programmatic Dependent Launch (PDL, Hopper sm_90+): every kernel of a plan is launched with Triton's launch_pdl,
+# so it may start while the kernel before it in the stream finishes (the combine behind the split-KV kernel's tail,
+# the split-KV kernel behind the previous kernel); each waits (griddepcontrol.wait, the kernels' USE_PDL) before
+# its first read of what earlier kernels wrote. Opt-in, per plan, through the config key "pdl" (DecodePlan(...,
+# config=dict(pdl=True)); `python -m fa2.bench --sweep decode` times it as the fa2_pdl provider, gpu/decode_pdl.sh);
+# this default applies to plans made after it is set. Off until it is measured. A performance option only: where it
+# cannot run (the interpreter, GPUs below sm_90) it is ignored and the plan launches exactly as without it.
+PDL = False
 # The interpreter: small tiles, and a pretend GPU of 4 SMs so that small CPU shapes split too.
 CPU_CONFIG = dict(block_n=16, num_warps=4, num_stages=1)
 CPU_SM_COUNT = 4
@@ -158,6 +166,12 @@ def choose_num_splits(q, k_cache, block_table=None, block_n=None):
     return _num_splits(programs, n_tiles, sm_count(q.device) * CTAS_PER_SM)
 
 
+def pdl_supported(device):
+    """Can kernels on `device` be launched with PDL? A CUDA GPU of compute capability 9.0 or newer, and compiled
+    kernels: the interpreter cannot run griddepcontrol."""
+    return device.type == "cuda" and not runtime.INTERPRET and validate.capability(device.index)[0] >= 9
+
+
 def _window_left(window):
     return -1 if window is None else int(window[0])
 
@@ -166,15 +180,18 @@ class DecodePlan:
     """One input signature's decode: split count, grid, strides and scalars fixed; each call allocates the
     outputs and the workspace and launches the split-KV kernel (and the combine when there are splits).
 
-    config: launch options over `_config`'s (block_n, num_warps, num_stages) and "fused_combine" (default
-    FUSED_COMBINE): with splits, the split-KV kernel combines too (one launch). The fused combine's arrival
-    counters belong to the plan (allocated and zeroed once here; each call leaves them at zero), so one plan
-    must not run on two streams at once: two calls in flight would count into the same counters."""
+    config: launch options over `_config`'s (block_n, num_warps, num_stages), "fused_combine" (default
+    FUSED_COMBINE): with splits, the split-KV kernel combines too (one launch), and "pdl" (default PDL): launch
+    with Programmatic Dependent Launch where `pdl_supported` (ignored elsewhere; `self.pdl` says which). The fused
+    combine's arrival counters belong to the plan (allocated and zeroed once here; each call leaves them at
+    zero), so one plan must not run on two streams at once: two calls in flight would count into the same
+    counters."""
 
     def __init__(self, q, k_cache, v_cache, cache_seqlens, block_table, scale, num_splits, window_left, softcap,
                  config=None):
         cfg = dict(_config(q, block_table is not None), **(config or {}))
         fused = bool(cfg.pop("fused_combine", FUSED_COMBINE))
+        self.pdl = bool(cfg.pop("pdl", PDL)) and pdl_supported(q.device)
         B, H_Q, N_Q, D = q.shape
         self.num_splits = num_splits or choose_num_splits(q, k_cache, block_table, cfg["block_n"])
         self.lse_shape = (B, H_Q, N_Q)
@@ -184,7 +201,8 @@ class DecodePlan:
             self.counters = combine_counters(q, k_cache, block_table, cfg["block_n"])
         o, lse, o_part, lse_part = self._outputs(q)
         launches = decode_launch(q, k_cache, v_cache, cache_seqlens, block_table, o, lse, o_part, lse_part, scale,
-                                 self.num_splits, window_left, softcap, counters=self.counters, **cfg)
+                                 self.num_splits, window_left, softcap, counters=self.counters, pdl=self.pdl,
+                                 **cfg)
         (kernel, grid, args, options), *combine = launches
         self.split_kv = DirectLaunch(kernel, grid, options, q.device.index)
         self.split_kv_scalars = args[10:]             # everything after the ten tensors

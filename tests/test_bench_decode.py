@@ -42,14 +42,36 @@ def test_bytes_and_family():
     assert len(family) == 3 * 5 * 3 and {s.layout for s in family} == {"contiguous", "paged16", "paged256"}
 
 
-def test_fused_provider_times_beside_two_launches(tmp_path, capsys):
-    """`--sweep decode` runs fa2_fused (the fused combine) beside fa2 in the same run, both checked (ragged too)."""
-    assert "fa2_fused" in bench_decode.providers()
+def test_fused_and_pdl_providers_time_beside_two_launches(tmp_path, capsys):
+    """`--sweep decode` runs fa2_fused (the fused combine) and fa2_pdl (PDL launches; on the CPU the same launch
+    as fa2) beside fa2 in the same run, all checked (ragged too), each with a column of the summary."""
+    names = ["fa2", "fa2_fused", "fa2_pdl"]
+    assert set(names) <= set(bench_decode.providers())
+    assert bench_decode.providers()["fa2_pdl"].config == dict(pdl=True)
     shapes = [bench_decode.DecodeShape(1, 48, 0, Hq=4, Hkv=2, D=32)]
-    rows = bench_decode.run_sweep(tmp_path, shapes=shapes, names=["fa2", "fa2_fused"], tune=False, plot_png=False)
+    rows = bench_decode.run_sweep(tmp_path, shapes=shapes, names=names, tune=False, plot_png=False)
     by_provider = {r["provider"]: r for r in rows}
-    assert set(by_provider) == {"fa2", "fa2_fused"}
+    assert set(by_provider) == set(names)
     for row in by_provider.values():
         assert row["check"] == "ok" and float(row["rel_err_ragged"]) <= bench_decode.MAX_REL_ERR, row
-        assert int(row["num_splits"]) > 1, "the tiny shape must split, or there is nothing to fuse"
-    assert "fused us" in capsys.readouterr().out
+        assert int(row["num_splits"]) > 1, "the tiny shape must split, or there is nothing to fuse or overlap"
+    printed = capsys.readouterr().out
+    assert "fused us" in printed and "pdl us" in printed
+    assert "launch with PDL (fa2_pdl)" in printed and "launch with the fused combine (fa2_fused)" in printed
+
+
+def test_summary_of_pdl_rows(capsys):
+    """The summary gives fa2_pdl a column beside fa2 and fa2_fused and the B=1 N=8k goal (rows of the H200's fused
+    run, each fa2 row copied as an fa2_pdl row 0.9 us faster)."""
+    from pathlib import Path
+    rows = bench_decode.read_rows(Path(__file__).resolve().parents[1] / "book/results/decode_fused.csv")
+    pdl = [dict(r, provider="fa2_pdl", gpu_us=f"{float(r['gpu_us']) - 0.9:.4g}")
+           for r in rows if r["provider"] == "fa2"]
+    bench_decode.print_summary(rows + pdl)
+    printed = capsys.readouterr().out
+    header = next(line for line in printed.splitlines() if line.lstrip().startswith("B "))
+    assert header.split()[:5] == ["B", "N", "fa2", "us", "fused"] and "pdl us" in header
+    fa2_8k = next(float(r["gpu_us"]) for r in rows
+                  if r["provider"] == "fa2" and r["B"] == 1 and r["N"] == 8192 and r["layout"] == "contiguous")
+    assert f"B=1 N=8k in <= 15 us GPU time with PDL ({fa2_8k - 0.9:.1f} us)" in printed
+    assert "B=1 N=8k in <= 15 us GPU time with the fused combine (" in printed

@@ -238,6 +238,148 @@ def test_chapter_flash_decode_fused():
         assert_matches_reference(*fused, q, k, v, lengths, None)
 
 
+# ------------------------------------------------------------------------------ programmatic dependent launch
+
+def test_pdl_is_ignored_where_it_cannot_run():
+    """config pdl=True is a performance option: where PDL cannot run (the interpreter, GPUs below sm_90) the plan
+    launches exactly as without it, and its results are the default plan's, bit for bit."""
+    lengths = seqlens(37, 0, 80)
+    q, k, v, table = inputs(3, 8, 2, 2, 32, 80, lengths, torch.bfloat16, page_size=16, seed=4)
+    for splits, fused in ((3, False), (1, False), (3, True)):
+        make = lambda pdl: DecodePlan(q, k, v, lengths, table, 32 ** -0.5, splits, -1, 0.0,
+                                      config=dict(pdl=pdl, fused_combine=fused))
+        plan, default = make(True), make(False)
+        assert plan.pdl == decoding.pdl_supported(q.device) and not default.pdl
+        if not plan.pdl:
+            assert "launch_pdl" not in plan.split_kv.options and plan.split_kv_scalars[-1] is False
+        o, lse = plan(q, k, v, lengths, table)
+        assert_matches_reference(o, lse, q, k, v, lengths, table)
+        o_d, lse_d = default(q, k, v, lengths, table)
+        if not plan.pdl:
+            assert torch.equal(o, o_d) and torch.equal(lse, lse_d)
+
+
+@pytest.mark.parametrize("interpret, device, cc, supported", [
+    (False, "cuda", (9, 0), True), (False, "cuda", (10, 0), True), (False, "cuda", (12, 0), True),
+    (False, "cuda", (8, 9), False), (False, "cuda", (8, 0), False), (False, "cuda", (7, 5), False),
+    (True, "cuda", (9, 0), False), (False, "cpu", (9, 0), False)])
+def test_pdl_supported_needs_sm90_and_compiled_kernels(monkeypatch, interpret, device, cc, supported):
+    monkeypatch.setattr(runtime, "INTERPRET", interpret)
+    monkeypatch.setattr(decoding.validate, "capability", lambda index: cc)
+    assert decoding.pdl_supported(torch.device(device, 0) if device == "cuda" else torch.device(device)) is supported
+
+
+def test_pdl_launches_only_when_on_and_supported(monkeypatch):
+    """The plan passes launch_pdl=True (and USE_PDL=True, the kernels' last argument) to both kernels only when
+    config pdl is on and pdl_supported(q's device) (patched here: no sm_90 GPU on the CPU); the module default
+    PDL is off and applies to plans made after it is set."""
+    lengths = seqlens(20, 9)
+    q, k, v, table = inputs(2, 4, 2, 1, 32, 32, lengths, torch.float16, page_size=16)
+    asked = []
+    supported = lambda device: asked.append(device) or True
+    make = lambda **config: DecodePlan(q, k, v, lengths, table, 32 ** -0.5, 3, -1, 0.0, config=config)
+
+    def launches(plan):
+        return [(lean.options.get("launch_pdl", False), scalars[-1])
+                for lean, scalars in ((plan.split_kv, plan.split_kv_scalars), (plan.combine, plan.combine_scalars))]
+    assert decoding.PDL is False and "pdl" not in decoding.GPU_CONFIG and "pdl" not in decoding.CPU_CONFIG
+    here = decoding.pdl_supported(q.device)         # False on the CPU, True on an sm_90+ GPU
+    assert launches(make()) == [(False, False)] * 2 and launches(make(pdl=True)) == [(here, here)] * 2
+    monkeypatch.setattr(decoding, "pdl_supported", supported)
+    plan = make(pdl=True)                             # only inspected: the interpreter cannot run griddepcontrol
+    assert plan.pdl and asked == [q.device] and launches(plan) == [(True, True)] * 2
+    assert not make().pdl and launches(make(pdl=False)) == [(False, False)] * 2
+    single = DecodePlan(q, k, v, lengths, table, 32 ** -0.5, 1, -1, 0.0, config=dict(pdl=True))
+    assert single.combine is None and single.split_kv.options["launch_pdl"] and single.split_kv_scalars[-1]
+    monkeypatch.setattr(decoding, "PDL", True)
+    _PLANS.clear()
+    try:
+        assert decoding._plan(q, k, v, lengths, table, None, 3, None, None).pdl
+    finally:
+        _PLANS.clear()                              # no PDL plan outlives the patch
+    monkeypatch.setattr(decoding, "pdl_supported", lambda device: False)
+    assert launches(make(pdl=True)) == [(False, False)] * 2
+
+
+# Compiles chapter 9's kernels for sm_90 without a GPU (Triton's AOT path; ptxas ships with Triton) and prints,
+# per kernel and USE_PDL, what its PTX holds. Run in a subprocess with TRITON_INTERPRET=0: under the interpreter
+# @triton.jit gives interpreted functions, which Triton's compiler does not take.
+AOT_SCRIPT = r"""
+import json, re, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from fa2 import runtime
+from fa2.chapters.flash_decoding import _combine_kernel, _split_kv_kernel
+assert not runtime.INTERPRET
+if not hasattr(triton.language.extra.cuda, "gdc_wait"):
+    sys.exit(print("AOT-SKIP this Triton has no tl.extra.cuda.gdc_wait"))
+
+def compile_ptx(fn, constexprs, pointers, options):
+    scalar = lambda name: "fp32" if name in ("qk_scale", "softcap_log2e") else "i32"
+    signature = {name: "constexpr" if name in constexprs else pointers.get(name, scalar(name))
+                 for name in fn.arg_names}
+    kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+                            target=GPUTarget("cuda", 90, 32), options=options)
+    return kernel.asm["ptx"], kernel.metadata.launch_pdl
+
+def first(ptx, pattern):
+    lines = ptx.splitlines()
+    return next((i for i, line in enumerate(lines) if re.search(pattern, line)), None)
+
+split_pointers = dict(Q="*bf16", K="*bf16", V="*bf16", SEQLENS="*i32", BLOCK_TABLE="*i32", O="*fp32",
+                      LSE="*fp32", O_FINAL="*bf16", LSE_FINAL="*fp32", COUNTERS="*i32")
+split = dict(PAGE_SIZE=0, HAS_SEQLENS=True, HAS_WINDOW=False, HAS_SOFTCAP=False, SPLIT=True,
+             FUSED_COMBINE=False, BLOCK_M=16, BLOCK_N=64, D=128, HEAD_DIM=128, SPLITS=1)
+cases = {"split": (_split_kv_kernel, split, split_pointers, 3),
+         "split_paged": (_split_kv_kernel, dict(split, PAGE_SIZE=16), split_pointers, 5),
+         "split_fused": (_split_kv_kernel, dict(split, FUSED_COMBINE=True, SPLITS=8), split_pointers, 3),
+         "combine": (_combine_kernel, dict(SPLITS=16, D=128, HEAD_DIM=128),
+                     dict(O_PART="*fp32", LSE_PART="*fp32", O="*bf16", LSE="*fp32"), 1)}
+report = {}
+for name, (fn, constexprs, pointers, stages) in cases.items():
+    for pdl in (True, False) if name in ("split", "combine") else (True,):
+        ptx, launch_pdl = compile_ptx(fn, dict(constexprs, USE_PDL=pdl), pointers,
+                                      dict(num_warps=4, num_stages=stages, launch_pdl=pdl))
+        report[f"{name}-{pdl}"] = dict(
+            launch_pdl=launch_pdl, wait=first(ptx, r"griddepcontrol\.wait"),
+            launch_dependents=first(ptx, r"griddepcontrol\.launch_dependents"),
+            first_global=first(ptx, r"\b(ld\.global|cp\.async|st\.global|atom\.global|red\.global)"))
+print("AOT " + json.dumps(report))
+"""
+
+
+def test_pdl_kernels_compile_for_sm90_with_griddepcontrol(tmp_path):
+    """USE_PDL=True compiled for sm_90 (no GPU needed): griddepcontrol.wait before the first global memory
+    access of each kernel, launch_dependents in both; USE_PDL=False: neither instruction."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, TRITON_INTERPRET="0", TRITON_CACHE_DIR=str(tmp_path),   # compiled here, every time
+               PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    done = subprocess.run([sys.executable, "-c", AOT_SCRIPT], capture_output=True, text=True, env=env,
+                          cwd=root, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    if "AOT-SKIP" in done.stdout:
+        pytest.skip(done.stdout.split("AOT-SKIP", 1)[1].strip())
+    report = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("AOT "))[4:])
+    for name, found in report.items():
+        kernel, pdl = name.rsplit("-", 1)
+        if pdl == "True":
+            assert found["launch_pdl"] is True, name
+            assert found["wait"] is not None and found["launch_dependents"] is not None, name
+            assert found["first_global"] is not None and found["wait"] < found["first_global"], name
+            assert found["wait"] < found["launch_dependents"], name
+        else:
+            assert found["launch_pdl"] is False and found["wait"] is None and found["launch_dependents"] is None
+    assert set(report) == {"split-True", "split-False", "split_paged-True", "split_fused-True", "combine-True",
+                           "combine-False"}
+
+
 def test_torch_compile_fullgraph():
     lengths = seqlens(30, 7)
     q, k, v, table = inputs(2, 4, 2, 1, 32, 32, lengths, torch.bfloat16, page_size=16)
@@ -342,12 +484,18 @@ def graph_replays(step, q, lengths):
 
 
 @requires_gpu
+@pytest.mark.parametrize("pdl", [False, True], ids=["default", "pdl"])
 @pytest.mark.parametrize("page_size", [None, 16, 256], ids=["contiguous", "paged16", "paged256"])
-def test_cuda_graph_replay_follows_the_lengths(page_size):
-    """Capture one decode step, then replay it with longer cache_seqlens and a new q: the reference agrees."""
+def test_cuda_graph_replay_follows_the_lengths(page_size, pdl, monkeypatch):
+    """Capture one decode step, then replay it with longer cache_seqlens and a new q: the reference agrees.
+    pdl: fa2.decode's plans launch with PDL (decoding.PDL; on sm_90+ the graph keeps programmatic edges)."""
+    monkeypatch.setattr(decoding, "PDL", pdl)
+    monkeypatch.setattr(decoding, "_PLANS", {})       # this test's plans only, dropped with the patch
     q, k, v, table, lengths = graph_inputs(page_size)
     for o, lse in graph_replays(lambda: fa2.decode(q, k, v, lengths, table, return_lse=True), q, lengths):
         assert_matches_reference(o, lse, q, k, v, lengths, table)
+    assert decoding._plan(q, k, v, lengths, table, None, None, None, None).pdl == (
+        pdl and decoding.pdl_supported(q.device))
 
 
 @requires_gpu
@@ -427,3 +575,36 @@ def test_fused_combine_many_calls_agree(B, page_size):
         for o, lse in outs:
             assert_fused_matches_two_launches((o, lse), expected)
         assert_matches_reference(*outs[-1], q, k, v, lengths, table)
+
+
+@requires_gpu
+@pytest.mark.parametrize("B, page_size", [(1, None), (1, 16), (8, 256)], ids=["B1", "B1-paged16", "B8-paged256"])
+def test_pdl_back_to_back_calls_agree(B, page_size):
+    """Memory ordering with PDL, probed: 300 back-to-back calls of a pdl plan over four rotating q's, each
+    compared with the default plan's result for its q. The combine reading partials before its split kernel's
+    stores landed, or the next split kernel overwriting the (reused) workspace while the combine still reads
+    it, shows as a mismatch; so does a split kernel that reads q before the copy that wrote it (second loop).
+    The heuristic's split count and 8 and 64 splits, and the fused combine with PDL."""
+    lengths = torch.randint(1, 8193, (B,), dtype=torch.int32, device=DEVICE)
+    q, k, v, table = inputs(B, 32, 8, 1, 128, 8192, lengths, torch.bfloat16, page_size)
+    qs = [torch.randn_like(q) for _ in range(4)]
+    for splits, fused in ((None, False), (8, False), (64, False), (None, True)):
+        make = lambda **config: DecodePlan(q, k, v, lengths, table, 128 ** -0.5, splits, -1, 0.0, config=config)
+        plan, default = make(pdl=True, fused_combine=fused), make()
+        assert plan.pdl == decoding.pdl_supported(q.device)
+        if plan.pdl:
+            assert plan.split_kv.options["launch_pdl"] and plan.split_kv_scalars[-1] is True
+        expected = [default(x, k, v, lengths, table) for x in qs]
+        outs = [plan(qs[i % 4], k, v, lengths, table) for i in range(300)]
+        torch.cuda.synchronize()
+        for i, out in enumerate(outs):
+            assert_fused_matches_two_launches(out, expected[i % 4])
+        copied = []
+        for i in range(300):
+            q.copy_(qs[i % 4])                        # a kernel that writes q, right before the split kernel
+            copied.append(plan(q, k, v, lengths, table))
+        torch.cuda.synchronize()
+        for i, out in enumerate(copied):
+            assert_fused_matches_two_launches(out, expected[i % 4])
+        assert plan.counters is None or not plan.counters.any()
+        assert_matches_reference(*outs[-1], qs[3], k, v, lengths, table)     # call 299 used qs[3]

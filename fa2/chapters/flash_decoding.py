@@ -51,6 +51,7 @@ def _split_kv_kernel(
     HAS_SOFTCAP: tl.constexpr, SPLIT: tl.constexpr, FUSED_COMBINE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     D: tl.constexpr, HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
     pid_bkv = tl.program_id(0)                        # which (batch row, KV head)
     split = tl.program_id(1)                          # which chunk of the keys
@@ -67,6 +68,14 @@ def _split_kv_kernel(
         d_live = tl.full([HEAD_DIM], True, tl.int1)   # every column is real: no mask
     else:
         d_live = offs_d < D                           # padded head dim: past D is 0
+    if USE_PDL:   # Programmatic Dependent Launch (sm_90+, opt-in): this grid may start while
+        # the kernel before it finishes, so wait for that kernel's writes (q, the cache, the
+        # lengths) before the first load. Then let the combine launch at once: it launches
+        # only when every program here has triggered (all are resident by then, so its
+        # waiting programs take no SM a split still needs), does index math, and its own
+        # gdc_wait still waits for this whole grid to finish and its stores to be visible.
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     q_ptrs = (Q + off_b * stride_qb + off_h[:, None] * stride_qh
               + offs_i[:, None] * stride_qm + offs_d[None, :] * stride_qd)
     q = tl.load(q_ptrs, mask=row_live[:, None] & d_live[None, :], other=0.0)
@@ -185,12 +194,18 @@ def _combine_kernel(
     stride_ob, stride_oh, stride_om, stride_od,
     H_Q, N_Q, num_splits,
     SPLITS: tl.constexpr, D: tl.constexpr, HEAD_DIM: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)               # query row (b·H_Q + h)·N_Q + i
     off_b = row // (H_Q * N_Q)
     off_h = (row // N_Q) % H_Q
     off_i = row % N_Q
     offs_d = tl.arange(0, HEAD_DIM)
+    if USE_PDL:   # launched early (PDL): the index math above overlapped the split kernel
+        tl.extra.cuda.gdc_wait()               # every partial written and visible
+        # the next kernel may launch now (a PDL one waits for this grid before its reads);
+        # not before the wait, where it would only hold SMs while the split kernel streams
+        tl.extra.cuda.gdc_launch_dependents()
     o, lse = _combine_row(O_PART, LSE_PART, row, num_splits, SPLITS, D, HEAD_DIM, "")
     tl.store(O + off_b * stride_ob + off_h * stride_oh + off_i * stride_om
              + offs_d * stride_od, o.to(O.dtype.element_ty), mask=offs_d < D)
@@ -229,12 +244,14 @@ def combine_counters(q, k_cache, block_table, block_n):
 
 def decode_launch(q, k_cache, v_cache, cache_seqlens, block_table, o, lse, o_part,
                   lse_part, scale, num_splits, window_left, softcap, block_n, num_warps,
-                  num_stages, counters=None):
+                  num_stages, counters=None, pdl=False):
     """The host side of a decode: [(kernel, grid, arguments in order, options)].
 
     It depends on shapes, strides, dtypes and flags only, never on cache_seqlens'
     values: `fa2.decode` builds it once per input signature. With splits and
-    `counters` (combine_counters), the split-KV kernel combines too: one launch."""
+    `counters` (combine_counters), the split-KV kernel combines too: one launch.
+    pdl: launch with Programmatic Dependent Launch (launch_pdl, USE_PDL) -- only on
+    sm_90+ and never under the interpreter; the caller checks (fa2.decoding)."""
     B, H_Q, N_Q, D = q.shape
     H_KV, page_size, capacity = cache_geometry(k_cache, block_table)
     if block_table is None:   # strides as (outer, head, row, d); outer is the batch row
@@ -258,6 +275,7 @@ def decode_launch(q, k_cache, v_cache, cache_seqlens, block_table, o, lse, o_par
         out_strides = o.stride()
         assert counters.dtype == torch.int32 and counters.numel() >= B * H_KV * m_tiles
     splits = triton.next_power_of_2(num_splits)
+    pdl_option = dict(launch_pdl=True) if pdl else {}
     split_kv = (_split_kv_kernel, (B * H_KV, num_splits, m_tiles), (
         q, k_cache, v_cache, unused if cache_seqlens is None else cache_seqlens,
         unused if block_table is None else block_table, out, out_lse, *final,
@@ -265,14 +283,14 @@ def decode_launch(q, k_cache, v_cache, cache_seqlens, block_table, o, lse, o_par
         H_KV, N_Q, capacity, H_Q // H_KV, num_splits, qk_scale, softcap_log2e,
         window_left, page_size, cache_seqlens is not None, window_left >= 0,
         bool(softcap), split, fused, block_m, block_n, D, head_dim,
-        splits if fused else 1),   # 1: one compiled kernel serves every split count
-        dict(num_warps=num_warps, num_stages=num_stages))
+        splits if fused else 1,    # 1: one compiled kernel serves every split count
+        pdl), dict(num_warps=num_warps, num_stages=num_stages, **pdl_option))
     if not split or fused:
         return [split_kv]
     warps = min(16, max(2, splits * head_dim // 2048))   # <= 64 fp32 partials a thread
     combine = (_combine_kernel, (B * H_Q * N_Q, 1, 1), (
         o_part, lse_part, o, lse, *o.stride(), H_Q, N_Q, num_splits,
-        splits, D, head_dim), dict(num_warps=warps, num_stages=1))
+        splits, D, head_dim, pdl), dict(num_warps=warps, num_stages=1, **pdl_option))
     return [split_kv, combine]
 
 

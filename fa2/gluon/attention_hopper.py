@@ -349,6 +349,8 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
     gl.static_assert(RUNG >= 1 and RUNG <= 3, "RUNG is 1, 2 or 3")
     gl.static_assert(BLOCK_M == 16 * num_warps or BLOCK_M == 32 * num_warps, "wgmma rows: 16 or 32 per warp")
+    # rungs 2 and 3 wait for tile j's K before freeing tile j-1's buffer: one buffer would deadlock
+    gl.static_assert(RUNG == 1 or NUM_BUFFERS >= 2, "rungs 2 and 3 need NUM_BUFFERS >= 2")
 
     pid_m = gl.program_id(0)
     if IS_CAUSAL:                   # the longest query tiles start first
@@ -523,3 +525,20 @@ def attention_gluon(q, k, v, causal=False, scale=None, rung=1, config=None):
                                 H, H // H_kv, N_Q, N_KV, scale * LOG2E, **constexprs,
                                 **{key: value for key, value in _options(cfg).items() if key != "num_warps"})
     return o, lse
+
+
+def report(dtypes=(torch.bfloat16, torch.float16)):
+    """Compile every rung × head dim × dtype × causal for sm_90 and print registers, spills and shared memory
+    (``python -m fa2.gluon.attention_hopper``; no GPU needed)."""
+    print("rung  D    dtype     causal  regs  spill st/ld (B)  smem (B)")
+    for rung in RUNGS:
+        for D in HEAD_DIMS:
+            for dtype in dtypes:
+                for causal in (False, True):
+                    u = resource_usage(compile_rung(rung, D, dtype, causal))
+                    print(f"{rung:<5} {D:<4} {str(dtype)[6:]:9} {causal!s:7} {u['registers']:<5} "
+                          f"{u['spill_stores']}/{u['spill_loads']:<14} {u['shared']}")
+
+
+if __name__ == "__main__":
+    report()

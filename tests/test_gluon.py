@@ -45,6 +45,13 @@ def test_rung_compiles_for_sm90(hopper, rung, D, dtype, causal):
     assert ("setmaxnreg" in ptx) == (rung == 3), "only rung 3 is warp-specialised"
 
 
+@pytest.mark.parametrize("rung", [1, 2, 3])
+def test_rung_compiles_with_size_one_arguments(hopper, rung):
+    """The launcher compiles an int argument equal to 1 as a constant: one head, one query, one key."""
+    ptx = hopper.compile_rung(rung, 64, torch.bfloat16, True, ones=("H", "GROUP", "N_Q", "N_KV")).asm["ptx"]
+    assert "wgmma.mma_async" in ptx
+
+
 def test_resource_usage_without_gpu(hopper):
     """Registers and spills come from ptxas -v on the PTX: the money shot's rung 2 fits without spilling."""
     usage = hopper.resource_usage(hopper.compile_rung(2, 128, torch.bfloat16, True))

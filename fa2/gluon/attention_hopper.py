@@ -444,9 +444,11 @@ def _options(cfg):
     return options
 
 
-def compile_rung(rung, head_dim=128, dtype=torch.bfloat16, causal=True, config=None, capability=90):
+def compile_rung(rung, head_dim=128, dtype=torch.bfloat16, causal=True, config=None, capability=90, ones=()):
     """AOT-compile one rung for an sm_``capability`` GPU, on any machine (no GPU needed): the compiled
-    kernel, with ``.asm['ptx']``, ``.asm['cubin']`` and ``.metadata`` (``shared`` = bytes of shared memory)."""
+    kernel, with ``.asm['ptx']``, ``.asm['cubin']`` and ``.metadata`` (``shared`` = bytes of shared memory).
+    ``ones``: integer arguments (H, GROUP, N_Q, N_KV) compiled as the constant 1, as the JIT launcher does
+    when a call passes 1 (one head, no GQA grouping, one query, one key)."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
@@ -454,11 +456,11 @@ def compile_rung(rung, head_dim=128, dtype=torch.bfloat16, causal=True, config=N
     cfg = dict(default_config(rung, head_dim), **(config or {}))
     q_box = [1, 1, cfg["BLOCK_M"], head_dim]
     kv_box = [1, 1, cfg["BLOCK_N"], head_dim]
-    constexprs = _constexprs(rung, causal, cfg)
+    constexprs = dict(_constexprs(rung, causal, cfg), **{name: 1 for name in ones})
     signature = dict(q_desc=descriptor_signature(q_box, dtype), k_desc=descriptor_signature(kv_box, dtype),
                      v_desc=descriptor_signature(kv_box, dtype), o_desc=descriptor_signature(q_box, dtype),
-                     lse_ptr="*fp32", H="i32", GROUP="i32", N_Q="i32", N_KV="i32", qk_scale="fp32",
-                     **{name: "constexpr" for name in constexprs})
+                     lse_ptr="*fp32", H="i32", GROUP="i32", N_Q="i32", N_KV="i32", qk_scale="fp32")
+    signature.update({name: "constexpr" for name in constexprs})
     src = GluonASTSource(_attention_fwd_hopper, signature=signature, constexprs=constexprs)
     return triton.compile(src, target=GPUTarget("cuda", capability, 32), options=_options(cfg))
 

@@ -1,0 +1,25 @@
+"""FlashAttention forward kernels written in Triton's Gluon dialect (Hopper, sm_90): preparation for FA3's
+techniques. Experimental and UNMEASURED: nothing here is wired into ``fa2.attention``.
+
+Import ``fa2.gluon.attention_hopper`` for the kernels; this package itself imports nothing heavy, so that
+``import fa2.gluon`` works on a Triton without Gluon (``available()`` says whether the kernels can be built).
+"""
+
+SUPPORTED_TRITON = ("3.6.",)     # Gluon's API changes between releases: the versions this code was compiled on
+
+
+def available():
+    """(ok, reason): whether this Triton has the Gluon API the kernels are written against."""
+    try:
+        import triton
+    except ImportError as exc:      # pragma: no cover - triton is a dependency
+        return False, f"triton is not importable: {exc}"
+    if not triton.__version__.startswith(SUPPORTED_TRITON):
+        return False, (f"the Gluon kernels are written against Triton {', '.join(SUPPORTED_TRITON)}x; "
+                       f"this is {triton.__version__} (Gluon's API differs across versions)")
+    try:
+        import triton.experimental.gluon  # noqa: F401
+        from triton.experimental.gluon.language.nvidia import hopper  # noqa: F401
+    except ImportError as exc:
+        return False, f"triton.experimental.gluon is missing: {exc}"
+    return True, ""

@@ -1,0 +1,546 @@
+"""FlashAttention-2 forward for Hopper (sm_90) in Gluon: the first rungs toward FA3's techniques.
+
+UNMEASURED: every rung has been compiled for sm_90 on a CPU machine (``compile_rung``; PTX with
+``wgmma.mma_async`` and ``cp.async.bulk.tensor``), none has run on a GPU yet. ``gpu/gluon_check.sh`` checks and
+times them. Nothing here is wired into ``fa2.attention``.
+
+One program per (128-row query tile, batch·head); q, k, v, o are (B, H, N, D) with a unit last stride, read and
+written through 4-D TMA descriptors with (1, 1, rows, D) boxes, so a tile never crosses into the next head:
+rows past N arrive as zeros and stores drop them. Keys past N_KV are masked with -inf. GQA: H_q % H_kv == 0.
+Softmax in base 2 (scale·log2 e folded into one multiply), fp32 state; LSE = (m + log2 l)·ln 2, fp32.
+Causal is bottom-right aligned (query i sees keys j <= i + N_KV - N_Q), and, as in chapter 6's kernel, the
+key tiles of a program are split into mask-free tiles then the diagonal (and tail) tiles.
+
+* Rung 1 (``RUNG=1``): Q loaded once by TMA into an NVMMA-swizzled shared tile; K and V tiles double-buffered
+  by TMA with one mbarrier per buffer and operand (tile j+1 is in flight while tile j is computed; a buffer is
+  refilled as soon as the wgmmas that read it have completed). S = Q·Kᵀ with ``warpgroup_mma`` (async, then
+  waited), online softmax in registers, P converted to the wgmma A-operand layout in registers (no shared
+  memory round trip), O += P·V with ``warpgroup_mma``.
+* Rung 2 (``RUNG=2``): FA3's intra-warpgroup pipelining, one partition: tile j's Q·Kᵀ and tile j-1's P·V are
+  issued back to back; the kernel waits only for the Q·Kᵀ and computes tile j's softmax while P·V runs on
+  the tensor cores.
+* Rung 3 (``RUNG=3``): rung 2's consumer plus warp specialisation (``gl.warp_specialize``): a one-warp TMA
+  producer partition fills a ring of K/V buffers (ready barriers), the consumer (default partition) frees each
+  buffer with an arrive on its empty barrier.
+"""
+
+import math
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+
+LOG2E = 1.4426950408889634      # exp(x) = exp2(x·log2 e)
+LN2 = 0.6931471805599453
+RUNGS = (1, 2, 3)
+HEAD_DIMS = (64, 128)
+TORCH_TO_GL = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
+SIG_DTYPE = {torch.float16: "fp16", torch.bfloat16: "bf16"}
+
+
+def default_config(rung, head_dim):
+    """Tile sizes and launch options of a rung (untuned: nothing has been measured)."""
+    cfg = dict(BLOCK_M=128, BLOCK_N=128, NUM_BUFFERS=2, num_warps=8)
+    if rung == 3:
+        # 8 consumer warps + the producer's warpgroup (4 warps): registers must fit 64 K per SM at 12 warps
+        cfg.update(maxnreg=168, PRODUCER_REGS=24)
+    return cfg
+
+
+# ------------------------------------------------------------------------------------------------ layouts
+
+@gluon.constexpr_function
+def _wgmma_layout(num_warps, n):
+    """The accumulator layout of a (rows, n) wgmma: warps stacked along the rows (one warpgroup per 64 rows
+    with 8 warps), instruction m16 × n × k16 (16-bit inputs)."""
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, n, 16])
+
+
+# ------------------------------------------------------------------------------------------------ pieces
+
+# Row reductions through gl.reduce with our own combine functions: gl.max and gl.sum wrap triton.language's
+# jit functions, which become interpreter objects when TRITON_INTERPRET=1 (the CPU test suite) and then cannot
+# be compiled; these compile the same way with or without the interpreter.
+@gluon.jit
+def _max_fn(a, b):
+    return gl.maximum(a, b)
+
+
+@gluon.jit
+def _add_fn(a, b):
+    return a + b
+
+
+@gluon.jit
+def _row_max(x):
+    return gl.reduce(x, 1, _max_fn)
+
+
+@gluon.jit
+def _row_sum(x):
+    return gl.reduce(x, 1, _add_fn)
+
+
+@gluon.jit
+def _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, tile, kv_end,
+             BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr):
+    """TMA loads of key tile `tile` (rows tile·BLOCK_N ...) into buffer tile % NUM_BUFFERS, one barrier for K
+    and one for V; nothing is issued when the tile starts at or past kv_end."""
+    buf = tile % NUM_BUFFERS
+    row = tile * BLOCK_N
+    pred = row < kv_end
+    mbarrier.expect(k_bars.index(buf), k_desc.block_type.nbytes, pred=pred)
+    tma.async_copy_global_to_shared(k_desc, [off_b, off_kvh, row, 0], k_bars.index(buf), k_smem.index(buf),
+                                    pred=pred)
+    mbarrier.expect(v_bars.index(buf), v_desc.block_type.nbytes, pred=pred)
+    tma.async_copy_global_to_shared(v_desc, [off_b, off_kvh, row, 0], v_bars.index(buf), v_smem.index(buf),
+                                    pred=pred)
+
+
+@gluon.jit
+def _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, tile, kv_end,
+             BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, PRODUCER: gl.constexpr):
+    """Tile `tile` is consumed (every wgmma that read its buffer has completed): refill the buffer with tile
+    `tile + NUM_BUFFERS` ourselves, or tell the producer partition it is free."""
+    if PRODUCER:
+        mbarrier.arrive(empty_bars.index(tile % NUM_BUFFERS), count=1)
+    else:
+        _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, tile + NUM_BUFFERS, kv_end,
+                 BLOCK_N, NUM_BUFFERS)
+
+
+@gluon.jit
+def _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, MASKED: gl.constexpr,
+                  IS_CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr, s_layout: gl.constexpr):
+    """Online softmax of one score tile s (fp32, raw q·k) in base 2: (p, alpha, m_new, l_new).
+
+    MASKED=False: every key of the tile is visible to every row (no mask, no -inf guard, one FMA per score).
+    MASKED=True: keys >= N_KV and, causal, keys > row + diagonal get -inf; a row that has seen no key yet
+    keeps m = -inf and gets p = 0 (no NaN)."""
+    if MASKED:
+        offs_n = kv + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        visible = offs_n[None, :] < N_KV
+        if IS_CAUSAL:
+            visible = visible & (offs_n[None, :] <= offs_m[:, None] + diagonal)
+        s = gl.where(visible, s * qk_scale, float("-inf"))
+        m_new = gl.maximum(m_i, _row_max(s))
+        m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
+        p = gl.exp2(s - m_safe[:, None])
+    else:
+        m_new = gl.maximum(m_i, _row_max(s) * qk_scale)
+        m_safe = m_new
+        p = gl.exp2(s * qk_scale - m_new[:, None])
+    alpha = gl.exp2(m_i - m_safe)
+    l_new = l_i * alpha + _row_sum(p)
+    return p, alpha, m_new, l_new
+
+
+@gluon.jit
+def _rescale(acc, alpha, o_layout: gl.constexpr):
+    """acc (rows, D) times alpha per row (alpha comes in the score tile's row layout)."""
+    alpha_o = gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))
+    return acc * alpha_o[:, None]
+
+
+@gluon.jit
+def _to_operand(p, dtype: gl.constexpr, o_layout: gl.constexpr):
+    """P in the input dtype, in the register layout of the P·V wgmma's A operand."""
+    return gl.convert_layout(p.to(dtype), gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2))
+
+
+@gluon.jit
+def _kv_tiles(k_smem, v_smem, buf, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr):
+    """2-D (BLOCK_N, HEAD_DIM) views of buffer buf of the (NUM_BUFFERS, 1, 1, BLOCK_N, HEAD_DIM) rings."""
+    k_tile = k_smem.index(buf).reshape([BLOCK_N, HEAD_DIM])
+    v_tile = v_smem.index(buf).reshape([BLOCK_N, HEAD_DIM])
+    return k_tile, v_tile
+
+
+# ------------------------------------------------------------------------------------------------ rung 1
+
+@gluon.jit
+def _attend_serial(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
+                   off_b, off_kvh, offs_m, lo, hi, kv_end, N_KV, diagonal, qk_scale,
+                   MASKED: gl.constexpr, IS_CAUSAL: gl.constexpr, PRODUCER: gl.constexpr,
+                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
+                   NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr):
+    """Rung 1: key tiles [lo, hi) one after the other (S, softmax, P·V, each waited)."""
+    dtype: gl.constexpr = k_desc.dtype
+    for kv in range(lo, hi, BLOCK_N):
+        tile = kv // BLOCK_N
+        buf = tile % NUM_BUFFERS
+        phase = (tile // NUM_BUFFERS) & 1
+        k_tile, v_tile = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
+        mbarrier.wait(k_bars.index(buf), phase)
+        s = warpgroup_mma(q_tile, k_tile.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout),
+                          use_acc=False, is_async=True)
+        s = warpgroup_mma_wait(0, deps=(s, ))
+        p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, MASKED, IS_CAUSAL,
+                                           BLOCK_N, s_layout)
+        acc = _rescale(acc, alpha, o_layout)
+        p_op = _to_operand(p, dtype, o_layout)
+        mbarrier.wait(v_bars.index(buf), phase)
+        acc = warpgroup_mma(p_op, v_tile, acc, is_async=True)
+        acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+        _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, tile, kv_end,
+                 BLOCK_N, NUM_BUFFERS, PRODUCER)
+    return acc, m_i, l_i
+
+
+# ------------------------------------------------------------------------------------------------ rung 2
+
+@gluon.jit
+def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
+                      off_b, off_kvh, offs_m, lo, hi, kv_end, N_KV, diagonal, qk_scale,
+                      MASKED: gl.constexpr, IS_CAUSAL: gl.constexpr, PRODUCER: gl.constexpr,
+                      BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
+                      NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr):
+    """Rung 2: key tiles [lo, hi) with FA3's intra-warpgroup overlap. Per tile j: issue S_j = Q·K_jᵀ, issue
+    O += P_{j-1}·V_{j-1}, wait for S_j only (wgmma groups retire in order), softmax of S_j while P·V runs,
+    then wait for P·V, free buffer j-1 and rescale O. The first tile's S and the last tile's P·V are peeled."""
+    dtype: gl.constexpr = k_desc.dtype
+    if lo < hi:
+        tile = lo // BLOCK_N
+        buf = tile % NUM_BUFFERS
+        phase = (tile // NUM_BUFFERS) & 1
+        k_tile, v_tile = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
+        mbarrier.wait(k_bars.index(buf), phase)
+        s = warpgroup_mma(q_tile, k_tile.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout),
+                          use_acc=False, is_async=True)
+        s = warpgroup_mma_wait(0, deps=(s, ))
+        p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, lo, offs_m, N_KV, diagonal, qk_scale, MASKED, IS_CAUSAL,
+                                           BLOCK_N, s_layout)
+        acc = _rescale(acc, alpha, o_layout)
+        p_op = _to_operand(p, dtype, o_layout)
+        for kv in range(lo + BLOCK_N, hi, BLOCK_N):
+            tile = kv // BLOCK_N
+            buf = tile % NUM_BUFFERS
+            phase = (tile // NUM_BUFFERS) & 1
+            prev = tile - 1
+            pbuf = prev % NUM_BUFFERS
+            pphase = (prev // NUM_BUFFERS) & 1
+            k_tile, v_tile = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
+            k_prev, v_prev = _kv_tiles(k_smem, v_smem, pbuf, BLOCK_N, HEAD_DIM)
+            mbarrier.wait(k_bars.index(buf), phase)
+            s = warpgroup_mma(q_tile, k_tile.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout),
+                              use_acc=False, is_async=True)
+            mbarrier.wait(v_bars.index(pbuf), pphase)
+            acc = warpgroup_mma(p_op, v_prev, acc, is_async=True)
+            s = warpgroup_mma_wait(1, deps=(s, ))          # S_j done; P_{j-1}·V_{j-1} may still run
+            p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, MASKED,
+                                               IS_CAUSAL, BLOCK_N, s_layout)
+            acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+            _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, prev, kv_end,
+                     BLOCK_N, NUM_BUFFERS, PRODUCER)
+            acc = _rescale(acc, alpha, o_layout)
+            p_op = _to_operand(p, dtype, o_layout)
+        last = (hi - 1) // BLOCK_N
+        lbuf = last % NUM_BUFFERS
+        lphase = (last // NUM_BUFFERS) & 1
+        k_last, v_last = _kv_tiles(k_smem, v_smem, lbuf, BLOCK_N, HEAD_DIM)
+        mbarrier.wait(v_bars.index(lbuf), lphase)
+        acc = warpgroup_mma(p_op, v_last, acc, is_async=True)
+        acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+        _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, last, kv_end,
+                 BLOCK_N, NUM_BUFFERS, PRODUCER)
+    return acc, m_i, l_i
+
+
+# ------------------------------------------------------------------------------------------------ kernel
+
+@gluon.jit
+def _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
+                off_b, off_kvh, offs_m, free_end, kv_end, N_KV, diagonal, qk_scale,
+                IS_CAUSAL: gl.constexpr, PIPELINED: gl.constexpr, PRODUCER: gl.constexpr,
+                BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
+                NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr):
+    """The mask-free tiles [0, free_end), then the masked ones [free_end, kv_end)."""
+    if PIPELINED:
+        acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+                                          empty_bars, off_b, off_kvh, offs_m, 0, free_end, kv_end, N_KV, diagonal,
+                                          qk_scale, False, IS_CAUSAL, PRODUCER, BLOCK_M, BLOCK_N, HEAD_DIM,
+                                          NUM_BUFFERS, s_layout, o_layout)
+        acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+                                          empty_bars, off_b, off_kvh, offs_m, free_end, kv_end, kv_end, N_KV,
+                                          diagonal, qk_scale, True, IS_CAUSAL, PRODUCER, BLOCK_M, BLOCK_N,
+                                          HEAD_DIM, NUM_BUFFERS, s_layout, o_layout)
+    else:
+        acc, m_i, l_i = _attend_serial(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+                                       empty_bars, off_b, off_kvh, offs_m, 0, free_end, kv_end, N_KV, diagonal,
+                                       qk_scale, False, IS_CAUSAL, PRODUCER, BLOCK_M, BLOCK_N, HEAD_DIM,
+                                       NUM_BUFFERS, s_layout, o_layout)
+        acc, m_i, l_i = _attend_serial(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+                                       empty_bars, off_b, off_kvh, offs_m, free_end, kv_end, kv_end, N_KV,
+                                       diagonal, qk_scale, True, IS_CAUSAL, PRODUCER, BLOCK_M, BLOCK_N, HEAD_DIM,
+                                       NUM_BUFFERS, s_layout, o_layout)
+    return acc, m_i, l_i
+
+
+@gluon.jit
+def _consumer(q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_bars, v_bars, empty_bars,
+              off_b, off_h, off_kvh, pid_bh, m_start, free_end, kv_end, N_Q, N_KV, qk_scale,
+              IS_CAUSAL: gl.constexpr, PIPELINED: gl.constexpr, PRODUCER: gl.constexpr,
+              NUM_BUFFERS: gl.constexpr, num_warps: gl.constexpr):
+    """Everything but the K/V loads: wait for Q, attend to every key tile, O / l and LSE out."""
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[2]
+    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[3]
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
+    dtype: gl.constexpr = q_desc.dtype
+    s_layout: gl.constexpr = _wgmma_layout(num_warps, BLOCK_N)
+    o_layout: gl.constexpr = _wgmma_layout(num_warps, HEAD_DIM)
+    row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
+
+    offs_m = m_start + gl.arange(0, BLOCK_M, layout=row_layout)
+    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, row_layout)
+    l_i = gl.zeros([BLOCK_M], gl.float32, row_layout)
+    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
+    diagonal = N_KV - N_Q
+
+    q_tile = q_smem.reshape([BLOCK_M, HEAD_DIM])
+    mbarrier.wait(q_bar, 0)
+    acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
+                                off_b, off_kvh, offs_m, free_end, kv_end, N_KV, diagonal, qk_scale, IS_CAUSAL,
+                                PIPELINED, PRODUCER, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout)
+
+    # rows that saw no key (causal, N_Q > N_KV) get o = 0 and lse = -inf
+    seen = l_i > 0.0
+    safe_l = gl.where(seen, l_i, 1.0)
+    lse = gl.where(seen, (m_i + gl.log2(safe_l)) * 0.6931471805599453, float("-inf"))
+    gl.store(lse_ptr + pid_bh.to(gl.int64) * N_Q + offs_m, lse, mask=offs_m < N_Q)
+    inv_l = gl.convert_layout(1.0 / safe_l, gl.SliceLayout(1, o_layout))
+    o = (acc * inv_l[:, None]).to(dtype)
+    # Q's tile is read by no wgmma any more: it becomes O's staging tile for the TMA store (rows >= N_Q dropped)
+    gl.thread_barrier()
+    q_tile.store(o)
+    fence_async_shared()
+    tma.async_copy_shared_to_global(o_desc, [off_b, off_h, m_start, 0], q_smem)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def _producer(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, kv_end,
+              NUM_BUFFERS: gl.constexpr):
+    """Rung 3's one-warp partition: TMA loads of every key tile into the ring, each after its buffer is free
+    (an mbarrier starts in phase 0, so waiting for phase 1 first passes at once)."""
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
+    for tile in range(gl.cdiv(kv_end, BLOCK_N)):
+        buf = tile % NUM_BUFFERS
+        phase = (tile // NUM_BUFFERS) & 1
+        mbarrier.wait(empty_bars.index(buf), phase ^ 1)
+        _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, tile, kv_end, BLOCK_N,
+                 NUM_BUFFERS)
+
+
+@gluon.jit
+def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale,
+                          IS_CAUSAL: gl.constexpr, RUNG: gl.constexpr, NUM_BUFFERS: gl.constexpr,
+                          PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
+    """Grid (cdiv(N_Q, BLOCK_M), B·H). q_desc/o_desc: 4-D (B, H, N_Q, D) descriptors with (1, 1, BLOCK_M, D)
+    boxes; k_desc/v_desc: (B, H_kv, N_KV, D) with (1, 1, BLOCK_N, D) boxes; qk_scale = scale·log2 e."""
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[2]
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
+    gl.static_assert(RUNG >= 1 and RUNG <= 3, "RUNG is 1, 2 or 3")
+    gl.static_assert(BLOCK_M == 16 * num_warps or BLOCK_M == 32 * num_warps, "wgmma rows: 16 or 32 per warp")
+    # rungs 2 and 3 wait for tile j's K before freeing tile j-1's buffer: one buffer would deadlock
+    gl.static_assert(RUNG == 1 or NUM_BUFFERS >= 2, "rungs 2 and 3 need NUM_BUFFERS >= 2")
+
+    pid_m = gl.program_id(0)
+    if IS_CAUSAL:                   # the longest query tiles start first
+        pid_m = gl.num_programs(0) - 1 - pid_m
+    pid_bh = gl.program_id(1)
+    off_b = pid_bh // H
+    off_h = pid_bh % H
+    off_kvh = off_h // GROUP
+    m_start = pid_m * BLOCK_M
+
+    # the key range of this program: [0, free_end) needs no mask, [free_end, kv_end) does
+    diagonal = N_KV - N_Q
+    kv_end = N_KV
+    free_end = (N_KV // BLOCK_N) * BLOCK_N
+    if IS_CAUSAL:
+        kv_end = gl.maximum(gl.minimum(kv_end, m_start + BLOCK_M + diagonal), 0)
+        free_end = gl.minimum(free_end, (gl.maximum(m_start + diagonal + 1, 0) // BLOCK_N) * BLOCK_N)
+
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, q_desc.block_type.shape, q_desc.layout)
+    k_smem = gl.allocate_shared_memory(k_desc.dtype, [NUM_BUFFERS] + k_desc.block_type.shape, k_desc.layout)
+    v_smem = gl.allocate_shared_memory(v_desc.dtype, [NUM_BUFFERS] + v_desc.block_type.shape, v_desc.layout)
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    v_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    empty_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_bar, count=1)
+    for i in gl.static_range(NUM_BUFFERS):
+        mbarrier.init(k_bars.index(i), count=1)
+        mbarrier.init(v_bars.index(i), count=1)
+        mbarrier.init(empty_bars.index(i), count=1)
+    fence_async_shared()
+
+    mbarrier.expect(q_bar, q_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(q_desc, [off_b, off_h, m_start, 0], q_bar, q_smem)
+
+    if RUNG == 3:
+        gl.warp_specialize([
+            (_consumer, (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_bars, v_bars,
+                         empty_bars, off_b, off_h, off_kvh, pid_bh, m_start, free_end, kv_end, N_Q, N_KV, qk_scale,
+                         IS_CAUSAL, True, True, NUM_BUFFERS, num_warps)),
+            (_producer, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, kv_end,
+                         NUM_BUFFERS)),
+        ], [1], [PRODUCER_REGS])
+    else:
+        for i in gl.static_range(NUM_BUFFERS):      # the first tiles in flight before any compute
+            _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, i, kv_end, BLOCK_N,
+                     NUM_BUFFERS)
+        _consumer(q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_bars, v_bars,
+                  empty_bars, off_b, off_h, off_kvh, pid_bh, m_start, free_end, kv_end, N_Q, N_KV, qk_scale,
+                  IS_CAUSAL, RUNG == 2, False, NUM_BUFFERS, num_warps)
+
+    mbarrier.invalidate(q_bar)
+    for i in gl.static_range(NUM_BUFFERS):
+        mbarrier.invalidate(k_bars.index(i))
+        mbarrier.invalidate(v_bars.index(i))
+        mbarrier.invalidate(empty_bars.index(i))
+
+
+# ------------------------------------------------------------------------------------------------ host
+
+def _layout(block_shape, dtype):
+    return gl.NVMMASharedLayout.get_default_for(list(block_shape), TORCH_TO_GL[dtype])
+
+
+def descriptor_signature(block_shape, dtype):
+    """The signature type string of a Gluon host TensorDescriptor argument, as the launcher specialises it
+    (e.g. ``tensordesc<bf16[1, 1, 128, 64],NVMMASharedLayout(...)>``): what ``compile_rung`` passes to
+    ``GluonASTSource`` instead of a real descriptor."""
+    shape = ", ".join(str(s) for s in block_shape)
+    return f"tensordesc<{SIG_DTYPE[dtype]}[{shape}],{_layout(block_shape, dtype)!r}>"
+
+
+def _check_rung(rung, head_dim, dtype):
+    if rung not in RUNGS:
+        raise ValueError(f"rung must be one of {RUNGS}, got {rung!r}")
+    if head_dim not in HEAD_DIMS:
+        raise ValueError(f"head dim must be one of {HEAD_DIMS}, got {head_dim}")
+    if dtype not in TORCH_TO_GL:
+        raise ValueError(f"dtype must be float16 or bfloat16, got {dtype}")
+
+
+def _constexprs(rung, causal, cfg):
+    return dict(IS_CAUSAL=bool(causal), RUNG=rung, NUM_BUFFERS=cfg["NUM_BUFFERS"],
+                PRODUCER_REGS=cfg.get("PRODUCER_REGS", 24), num_warps=cfg["num_warps"])
+
+
+def _options(cfg):
+    options = dict(num_warps=cfg["num_warps"], num_stages=1)
+    if cfg.get("maxnreg"):
+        options["maxnreg"] = cfg["maxnreg"]
+    return options
+
+
+def compile_rung(rung, head_dim=128, dtype=torch.bfloat16, causal=True, config=None, capability=90, ones=()):
+    """AOT-compile one rung for an sm_``capability`` GPU, on any machine (no GPU needed): the compiled
+    kernel, with ``.asm['ptx']``, ``.asm['cubin']`` and ``.metadata`` (``shared`` = bytes of shared memory).
+    ``ones``: integer arguments (H, GROUP, N_Q, N_KV) compiled as the constant 1, as the JIT launcher does
+    when a call passes 1 (one head, no GQA grouping, one query, one key)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    _check_rung(rung, head_dim, dtype)
+    cfg = dict(default_config(rung, head_dim), **(config or {}))
+    q_box = [1, 1, cfg["BLOCK_M"], head_dim]
+    kv_box = [1, 1, cfg["BLOCK_N"], head_dim]
+    constexprs = dict(_constexprs(rung, causal, cfg), **{name: 1 for name in ones})
+    signature = dict(q_desc=descriptor_signature(q_box, dtype), k_desc=descriptor_signature(kv_box, dtype),
+                     v_desc=descriptor_signature(kv_box, dtype), o_desc=descriptor_signature(q_box, dtype),
+                     lse_ptr="*fp32", H="i32", GROUP="i32", N_Q="i32", N_KV="i32", qk_scale="fp32")
+    signature.update({name: "constexpr" for name in constexprs})
+    src = GluonASTSource(_attention_fwd_hopper, signature=signature, constexprs=constexprs)
+    return triton.compile(src, target=GPUTarget("cuda", capability, 32), options=_options(cfg))
+
+
+def resource_usage(compiled):
+    """{'registers', 'spill_stores', 'spill_loads', 'stack', 'shared'} of a compiled kernel, read from its cubin
+    by ptxas's -v log (re-assembling the PTX, ~ seconds) -- this works without a GPU, where the launcher's
+    ``n_regs``/``n_spills`` are not filled in."""
+    import re
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
+
+    capability = compiled.metadata.target.arch
+    with tempfile.TemporaryDirectory() as tmp:
+        ptx = Path(tmp) / "k.ptx"
+        ptx.write_text(compiled.asm["ptx"])
+        log = subprocess.run([get_ptxas(capability).path, "-v", f"--gpu-name={sm_arch_from_capability(capability)}",
+                              str(ptx), "-o", str(Path(tmp) / "k.cubin")], capture_output=True, text=True,
+                             check=True).stderr
+    number = lambda pattern: int(m.group(1)) if (m := re.search(pattern, log)) else None
+    return dict(registers=number(r"Used (\d+) registers"), spill_stores=number(r"(\d+) bytes spill stores"),
+                spill_loads=number(r"(\d+) bytes spill loads"), stack=number(r"(\d+) bytes stack frame"),
+                shared=compiled.metadata.shared)
+
+
+def _require_hopper(*tensors):
+    if not all(t.is_cuda for t in tensors):
+        raise RuntimeError("attention_gluon needs CUDA tensors on an sm_90 (Hopper) GPU")
+    major, minor = torch.cuda.get_device_capability(tensors[0].device)
+    if (major, minor) != (9, 0):
+        raise RuntimeError(f"attention_gluon's kernels use wgmma and TMA for sm_90 (Hopper) only; this GPU is "
+                           f"sm_{major}{minor}")
+
+
+def attention_gluon(q, k, v, causal=False, scale=None, rung=1, config=None):
+    """(o, lse) of attention over (B, H, N, D) q and (B, H_kv, N_KV, D) k, v (H % H_kv == 0), D in {64, 128},
+    fp16 or bf16; lse is (B, H, N_Q) fp32 in natural log. Runs only on an sm_90 GPU (RuntimeError elsewhere).
+    UNMEASURED: see the module docstring."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    _require_hopper(q, k, v)
+    B, H, N_Q, D = q.shape
+    H_kv, N_KV = k.shape[1], k.shape[2]
+    _check_rung(rung, D, q.dtype)
+    if k.shape != (B, H_kv, N_KV, D) or v.shape != k.shape or H % H_kv:
+        raise ValueError(f"shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}: need k = v = "
+                         f"(B, H_kv, N_KV, D) with H % H_kv == 0")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise ValueError("q, k and v must share a dtype")
+    cfg = dict(default_config(rung, D), **(config or {}))
+    BM, BN = cfg["BLOCK_M"], cfg["BLOCK_N"]
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    o = torch.empty_like(q)
+    lse = torch.empty(B, H, N_Q, device=q.device, dtype=torch.float32)
+    if q.stride(-1) != 1 or k.stride(-1) != 1 or v.stride(-1) != 1:
+        raise ValueError("q, k and v need a unit last stride (TMA)")
+    descriptor = lambda t, block: TensorDescriptor.from_tensor(t, [1, 1, block, D], _layout([1, 1, block, D], t.dtype))
+    grid = (triton.cdiv(N_Q, BM), B * H)
+    constexprs = _constexprs(rung, causal, cfg)
+    _attention_fwd_hopper[grid](descriptor(q, BM), descriptor(k, BN), descriptor(v, BN), descriptor(o, BM), lse,
+                                H, H // H_kv, N_Q, N_KV, scale * LOG2E, **constexprs,
+                                **{key: value for key, value in _options(cfg).items() if key != "num_warps"})
+    return o, lse
+
+
+def report(dtypes=(torch.bfloat16, torch.float16)):
+    """Compile every rung × head dim × dtype × causal for sm_90 and print registers, spills and shared memory
+    (``python -m fa2.gluon.attention_hopper``; no GPU needed)."""
+    print("rung  D    dtype     causal  regs  spill st/ld (B)  smem (B)")
+    for rung in RUNGS:
+        for D in HEAD_DIMS:
+            for dtype in dtypes:
+                for causal in (False, True):
+                    u = resource_usage(compile_rung(rung, D, dtype, causal))
+                    print(f"{rung:<5} {D:<4} {str(dtype)[6:]:9} {causal!s:7} {u['registers']:<5} "
+                          f"{u['spill_stores']}/{u['spill_loads']:<14} {u['shared']}")
+
+
+if __name__ == "__main__":
+    report()

@@ -1,0 +1,85 @@
+"""fa2.gluon: the Hopper FlashAttention rungs written in Gluon compile for sm_90 on any machine (no GPU needed).
+
+Each test AOT-compiles a rung (triton.compile of a GluonASTSource for a cuda:90 target, ~1-2 s each) and reads
+the PTX: the rungs must use wgmma and TMA, rung 2 must keep a P·V wgmma in flight (``wait_group 1``), rung 3
+must split registers between partitions (``setmaxnreg``). Whether they compute attention correctly and how fast
+is for the GPU (``gpu/gluon_check.sh``). bf16 at D 64 and 128, causal and not, runs by default (~20 s);
+``FA2_GLUON_ALL=1`` adds fp16 everywhere. Skipped on Triton versions other than the one the Gluon API was
+written against (see ``fa2.gluon.SUPPORTED_TRITON``)."""
+import os
+
+import pytest
+import torch
+
+import fa2.gluon
+
+OK, REASON = fa2.gluon.available()
+pytestmark = pytest.mark.skipif(not OK, reason=REASON)
+
+ALL = os.environ.get("FA2_GLUON_ALL") == "1"
+H100_SHARED = 227 * 1024        # the most shared memory one block may use on sm_90
+CONFIGS = [(rung, D, torch.bfloat16, causal) for rung in (1, 2, 3) for D in (64, 128) for causal in (False, True)]
+CONFIGS += [(rung, D, torch.float16, causal) for rung in (1, 2, 3) for D in (64, 128) for causal in (False, True)
+            if ALL or (rung, D, causal) == (2, 128, True)]
+
+
+@pytest.fixture(scope="module")
+def hopper():
+    from fa2.gluon import attention_hopper
+    return attention_hopper
+
+
+@pytest.mark.parametrize("rung,D,dtype,causal", CONFIGS,
+                         ids=[f"r{r}-D{d}-{str(t)[6:]}-{'causal' if c else 'full'}" for r, d, t, c in CONFIGS])
+def test_rung_compiles_for_sm90(hopper, rung, D, dtype, causal):
+    kernel = hopper.compile_rung(rung, D, dtype, causal)
+    ptx = kernel.asm["ptx"]
+    assert ".target sm_90a" in ptx
+    assert "wgmma.mma_async" in ptx
+    assert "cp.async.bulk.tensor" in ptx                       # TMA loads of Q, K, V and the store of O
+    assert "mbarrier.try_wait" in ptx
+    assert len(kernel.asm["cubin"]) > 0
+    assert 0 < kernel.metadata.shared <= H100_SHARED
+    waits = "wgmma.wait_group.sync.aligned 1" in ptx
+    assert waits == (rung >= 2), "rung 2 and 3 wait for S while P·V is still in flight; rung 1 waits for all"
+    assert ("setmaxnreg" in ptx) == (rung == 3), "only rung 3 is warp-specialised"
+
+
+@pytest.mark.parametrize("rung", [1, 2, 3])
+def test_rung_compiles_with_size_one_arguments(hopper, rung):
+    """The launcher compiles an int argument equal to 1 as a constant: one head, one query, one key."""
+    ptx = hopper.compile_rung(rung, 64, torch.bfloat16, True, ones=("H", "GROUP", "N_Q", "N_KV")).asm["ptx"]
+    assert "wgmma.mma_async" in ptx
+
+
+def test_resource_usage_without_gpu(hopper):
+    """Registers and spills come from ptxas -v on the PTX: the money shot's rung 2 fits without spilling."""
+    usage = hopper.resource_usage(hopper.compile_rung(2, 128, torch.bfloat16, True))
+    assert 0 < usage["registers"] <= 255
+    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0
+    assert usage["shared"] > 4 * 128 * 128 * 2      # Q + two K and two V tiles of 128 × 128 bf16 (+ barriers)
+
+
+def test_descriptor_signature_matches_the_launcher(hopper):
+    """compile_rung's hand-made signature string is what the launcher makes of a real host descriptor."""
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    x = torch.empty(2, 4, 200, 64, dtype=torch.bfloat16)
+    box = [1, 1, 128, 64]
+    desc = TensorDescriptor.from_tensor(x, box, hopper._layout(box, x.dtype))
+    assert native_specialize_impl(BaseBackend, desc, False, True, True)[0] == hopper.descriptor_signature(box, x.dtype)
+
+
+def test_attention_gluon_refuses_a_non_hopper_device(hopper):
+    q = torch.zeros(1, 2, 128, 64, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="sm_90"):
+        hopper.attention_gluon(q, q, q, causal=True)
+
+
+def test_bad_arguments_are_refused(hopper):
+    with pytest.raises(ValueError, match="rung"):
+        hopper.compile_rung(4)
+    with pytest.raises(ValueError, match="head dim"):
+        hopper.compile_rung(1, head_dim=96)

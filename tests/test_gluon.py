@@ -83,3 +83,26 @@ def test_bad_arguments_are_refused(hopper):
         hopper.compile_rung(4)
     with pytest.raises(ValueError, match="head dim"):
         hopper.compile_rung(1, head_dim=96)
+
+
+def test_launcher_specialises_no_size(hopper):
+    """The JIT launcher binds H, GROUP, N_Q, N_KV as plain i32 (do_not_specialize): one compile per (rung, D,
+    dtype, causal) over gpu/gluon_check.py's shapes, not one per size pattern (== 1, % 16), which would not fit
+    its 55 s per rung; and the sizes are typed as compile_rung's signature types them."""
+    from triton.backends.compiler import BaseBackend
+    from triton.runtime.jit import create_function_from_signature
+
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    kernel = hopper._attention_fwd_hopper
+    binder = create_function_from_signature(kernel.signature, kernel.params, BaseBackend)
+    x = torch.empty(1, 2, 1, 64, dtype=torch.bfloat16)
+    box = [1, 1, 128, 64]
+    desc = TensorDescriptor.from_tensor(x, box, hopper._layout(box, x.dtype))
+    constexprs = hopper._constexprs(1, True, hopper.default_config(1, 64))
+    specs = set()
+    for sizes in [(4, 1, 128, 128), (4, 1, 1000, 1000), (8, 4, 1000, 1100), (2, 1, 1, 300), (2, 1, 300, 1),
+                  (2, 1, 130, 4000)]:
+        _, spec, _ = binder(desc, desc, desc, desc, torch.empty(4), *sizes, 0.5, **constexprs)
+        specs.add(tuple(spec[5:9]))
+    assert specs == {(("i32", None),) * 4}

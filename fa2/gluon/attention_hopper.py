@@ -339,7 +339,9 @@ def _producer(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b,
                  NUM_BUFFERS)
 
 
-@gluon.jit
+# The sizes are not specialised (== 1, % 16): one JIT compile per (rung, D, dtype, causal) instead of ~6 over
+# gpu/gluon_check.py's shapes (it has 55 s per rung), and the sizes compile as compile_rung's "i32" do.
+@gluon.jit(do_not_specialize=["H", "GROUP", "N_Q", "N_KV"])
 def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale,
                           IS_CAUSAL: gl.constexpr, RUNG: gl.constexpr, NUM_BUFFERS: gl.constexpr,
                           PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
@@ -447,8 +449,8 @@ def _options(cfg):
 def compile_rung(rung, head_dim=128, dtype=torch.bfloat16, causal=True, config=None, capability=90, ones=()):
     """AOT-compile one rung for an sm_``capability`` GPU, on any machine (no GPU needed): the compiled
     kernel, with ``.asm['ptx']``, ``.asm['cubin']`` and ``.metadata`` (``shared`` = bytes of shared memory).
-    ``ones``: integer arguments (H, GROUP, N_Q, N_KV) compiled as the constant 1, as the JIT launcher does
-    when a call passes 1 (one head, no GQA grouping, one query, one key)."""
+    ``ones``: integer arguments (H, GROUP, N_Q, N_KV) compiled as the constant 1, as the JIT launcher would
+    when a call passes 1 without the kernel's ``do_not_specialize`` (one head, no grouping, one query, one key)."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 

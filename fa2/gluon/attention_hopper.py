@@ -363,7 +363,7 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
     off_kvh = off_h // GROUP
     m_start = pid_m * BLOCK_M
 
-    # the key range of this program: [0, free_end) needs no mask, [free_end, kv_end) does
+    # the key range of this program: [0, free_end) needs no mask, [free_end, kv_end) does (kv_range on the host)
     diagonal = N_KV - N_Q
     kv_end = N_KV
     free_end = (N_KV // BLOCK_N) * BLOCK_N
@@ -423,6 +423,25 @@ def descriptor_signature(block_shape, dtype):
     ``GluonASTSource`` instead of a real descriptor."""
     shape = ", ".join(str(s) for s in block_shape)
     return f"tensordesc<{SIG_DTYPE[dtype]}[{shape}],{_layout(block_shape, dtype)!r}>"
+
+
+def kv_range(m_start, N_Q, N_KV, BLOCK_M, BLOCK_N, causal):
+    """(free_end, kv_end) of the query tile at row m_start, in plain Python: the kernel's arithmetic (in
+    ``_attention_fwd_hopper``; keep the two in step) for CPU tests. Keys [0, free_end) need no mask,
+    [free_end, kv_end) do; every tile is loaded and consumed once: cdiv(kv_end, BLOCK_N) tiles."""
+    diagonal = N_KV - N_Q
+    kv_end = N_KV
+    free_end = (N_KV // BLOCK_N) * BLOCK_N
+    if causal:
+        kv_end = max(min(kv_end, m_start + BLOCK_M + diagonal), 0)
+        free_end = min(free_end, (max(m_start + diagonal + 1, 0) // BLOCK_N) * BLOCK_N)
+    return free_end, kv_end
+
+
+def ring_slot(tile, NUM_BUFFERS):
+    """(buffer, phase parity) of key tile `tile` in a ring of NUM_BUFFERS: its (tile // NUM_BUFFERS)-th use of
+    the buffer, as every wait in the kernel computes it."""
+    return tile % NUM_BUFFERS, (tile // NUM_BUFFERS) & 1
 
 
 def _check_rung(rung, head_dim, dtype):

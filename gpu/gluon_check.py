@@ -89,7 +89,12 @@ def check(out, rung):
 
                     def fn(q, k, v, causal, scale):
                         captured.update(q=q, k=k, v=v)
-                        return attention_gluon(q, k, v, causal, scale, rung=rung)
+                        # named before the launch and synchronised: a hang's log ends with its shape
+                        print(f"running r{rung} {B}x{Hq}/{Hkv}x{Nq}x{Nk} D={D} {str(dtype)[6:]} causal={causal}",
+                              flush=True)
+                        result = attention_gluon(q, k, v, causal, scale, rung=rung)
+                        torch.cuda.synchronize()
+                        return result
 
                     try:
                         row.update(check_attention(fn, B, Hq, Hkv, Nq, Nk, D, dtype, causal), check="ok")
@@ -107,12 +112,11 @@ def check(out, rung):
                     rows.append(row)
                     print({key: row.get(key) for key in ("N_Q", "N_KV", "D", "dtype", "causal", "err",
                                                          "flash_err", "check")}, flush=True)
+                    # rewritten after every row: a hang killed by the time limit keeps the rows before it
+                    write_csv(Path(out) / f"gluon_check_r{rung}.csv", rows, CHECK_COLUMNS)
+                    write_csv(Path(out) / f"gluon_resources_r{rung}.csv", resources, RESOURCE_COLUMNS)
                     if row["check"] == "error" and "CUDA" in row.get("error", ""):   # a fault poisons the context
-                        write_csv(Path(out) / f"gluon_check_r{rung}.csv", rows, CHECK_COLUMNS)
-                        write_csv(Path(out) / f"gluon_resources_r{rung}.csv", resources, RESOURCE_COLUMNS)
                         return 2
-    write_csv(Path(out) / f"gluon_check_r{rung}.csv", rows, CHECK_COLUMNS)
-    write_csv(Path(out) / f"gluon_resources_r{rung}.csv", resources, RESOURCE_COLUMNS)
     print(f"rung {rung}: {len(rows) - failed}/{len(rows)} ok")
     return 1 if failed else 0
 

@@ -22,6 +22,9 @@ for rung in 1 2 3; do
   [ $rc -le 1 ] && timed+=($rung)
   [ $rc -eq 0 ] || status=1
   tail -2 $OUT/gluon_check_r$rung.log | tee -a $OUT/gluon.log
+  # 124/137: killed at the limit; the log's last "running" line names the shape it hung (or was slow) on
+  { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && { echo "rung $rung: KILLED at 55 s (rc $rc), last launch:"; \
+    grep '^running' $OUT/gluon_check_r$rung.log | tail -1; } | tee -a $OUT/gluon.log
   echo "[${SECONDS}s] rung $rung checked" | tee -a $OUT/gluon.log
 done
 for rung in "${timed[@]}"; do

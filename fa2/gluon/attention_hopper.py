@@ -339,7 +339,9 @@ def _producer(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b,
                  NUM_BUFFERS)
 
 
-@gluon.jit
+# The sizes are not specialised (== 1, % 16): one JIT compile per (rung, D, dtype, causal) instead of ~6 over
+# gpu/gluon_check.py's shapes (it has 55 s per rung), and the sizes compile as compile_rung's "i32" do.
+@gluon.jit(do_not_specialize=["H", "GROUP", "N_Q", "N_KV"])
 def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale,
                           IS_CAUSAL: gl.constexpr, RUNG: gl.constexpr, NUM_BUFFERS: gl.constexpr,
                           PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
@@ -361,7 +363,7 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
     off_kvh = off_h // GROUP
     m_start = pid_m * BLOCK_M
 
-    # the key range of this program: [0, free_end) needs no mask, [free_end, kv_end) does
+    # the key range of this program: [0, free_end) needs no mask, [free_end, kv_end) does (kv_range on the host)
     diagonal = N_KV - N_Q
     kv_end = N_KV
     free_end = (N_KV // BLOCK_N) * BLOCK_N
@@ -423,6 +425,25 @@ def descriptor_signature(block_shape, dtype):
     return f"tensordesc<{SIG_DTYPE[dtype]}[{shape}],{_layout(block_shape, dtype)!r}>"
 
 
+def kv_range(m_start, N_Q, N_KV, BLOCK_M, BLOCK_N, causal):
+    """(free_end, kv_end) of the query tile at row m_start, in plain Python: the kernel's arithmetic (in
+    ``_attention_fwd_hopper``; keep the two in step) for CPU tests. Keys [0, free_end) need no mask,
+    [free_end, kv_end) do; every tile is loaded and consumed once: cdiv(kv_end, BLOCK_N) tiles."""
+    diagonal = N_KV - N_Q
+    kv_end = N_KV
+    free_end = (N_KV // BLOCK_N) * BLOCK_N
+    if causal:
+        kv_end = max(min(kv_end, m_start + BLOCK_M + diagonal), 0)
+        free_end = min(free_end, (max(m_start + diagonal + 1, 0) // BLOCK_N) * BLOCK_N)
+    return free_end, kv_end
+
+
+def ring_slot(tile, NUM_BUFFERS):
+    """(buffer, phase parity) of key tile `tile` in a ring of NUM_BUFFERS: its (tile // NUM_BUFFERS)-th use of
+    the buffer, as every wait in the kernel computes it."""
+    return tile % NUM_BUFFERS, (tile // NUM_BUFFERS) & 1
+
+
 def _check_rung(rung, head_dim, dtype):
     if rung not in RUNGS:
         raise ValueError(f"rung must be one of {RUNGS}, got {rung!r}")
@@ -447,8 +468,8 @@ def _options(cfg):
 def compile_rung(rung, head_dim=128, dtype=torch.bfloat16, causal=True, config=None, capability=90, ones=()):
     """AOT-compile one rung for an sm_``capability`` GPU, on any machine (no GPU needed): the compiled
     kernel, with ``.asm['ptx']``, ``.asm['cubin']`` and ``.metadata`` (``shared`` = bytes of shared memory).
-    ``ones``: integer arguments (H, GROUP, N_Q, N_KV) compiled as the constant 1, as the JIT launcher does
-    when a call passes 1 (one head, no GQA grouping, one query, one key)."""
+    ``ones``: integer arguments (H, GROUP, N_Q, N_KV) compiled as the constant 1, as the JIT launcher would
+    when a call passes 1 without the kernel's ``do_not_specialize`` (one head, no grouping, one query, one key)."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 

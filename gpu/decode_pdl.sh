@@ -13,21 +13,12 @@
 #                                 "fused us" columns beside "fa2 us", and the B=1 N=8k goal (<= 15 us) for each
 set -o pipefail
 source gpu/env.sh || exit 1
+source gpu/decode_sweep.sh
 nvidia-smi --query-gpu=name,compute_cap,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee $OUT/gpu.txt
 timeout --kill-after=10 85 python3 -m pytest tests/test_decode.py -o addopts="" -q -p no:cacheprovider \
   -W ignore::DeprecationWarning -k "pdl or (cuda_graph and not fused)" -rs \
   > $OUT/decode_pytest.log 2>&1
 status=$?
 tail -15 $OUT/decode_pytest.log
-quick=--quick
-[ "${FULL:-0}" = 1 ] && quick=
-timeout --kill-after=10 ${SWEEP_S:-85} python3 -m fa2.bench --sweep decode --no-tune $quick --no-plot --out $OUT \
-  > $OUT/decode.log 2>&1 || status=1
-if grep -q "^wrote .*decode.csv" $OUT/decode.log; then
-  grep -v -E "Warning|it/s" $OUT/decode.log | tail -40
-else   # cut short: the summary of the rows written so far
-  tail -5 $OUT/decode.log
-  [ -s $OUT/decode.csv ] && python3 -c \
-    "from fa2.bench_decode import read_rows, print_summary; print_summary(read_rows('$OUT/decode.csv'))"
-fi
+decode_sweep 85 || status=1
 exit $status

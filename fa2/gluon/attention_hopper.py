@@ -90,6 +90,13 @@ def _row_sum(x):
 
 
 @gluon.jit
+def _slot(tile, NUM_BUFFERS: gl.constexpr):
+    """(buffer, phase parity) of key tile `tile`: its (tile // NUM_BUFFERS)-th use of buffer tile % NUM_BUFFERS
+    (ring_slot below is the same in plain Python, for the CPU tests: keep the two in step)."""
+    return tile % NUM_BUFFERS, (tile // NUM_BUFFERS) & 1
+
+
+@gluon.jit
 def _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, tile, kv_end,
              BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr):
     """TMA loads of key tile `tile` (rows tile·BLOCK_N ...) into buffer tile % NUM_BUFFERS, one barrier for K
@@ -164,6 +171,22 @@ def _kv_tiles(k_smem, v_smem, buf, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr
     return k_tile, v_tile
 
 
+@gluon.jit
+def _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bar, phase, kv, offs_m, N_KV, diagonal, qk_scale,
+                MASKED: gl.constexpr, IS_CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                dtype: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr):
+    """Key tile at row kv (its K in k_tile, loaded when k_bar reaches `phase`): wait for K, S = Q·Kᵀ (waited),
+    the softmax step and O rescaled; returns O, P as the A operand of the P·V wgmma, m and l."""
+    mbarrier.wait(k_bar, phase)
+    s = warpgroup_mma(q_tile, k_tile.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout),
+                      use_acc=False, is_async=True)
+    s = warpgroup_mma_wait(0, deps=(s, ))
+    p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, MASKED, IS_CAUSAL,
+                                       BLOCK_N, s_layout)
+    acc = _rescale(acc, alpha, o_layout)
+    return acc, _to_operand(p, dtype, o_layout), m_i, l_i
+
+
 # ------------------------------------------------------------------------------------------------ rung 1
 
 @gluon.jit
@@ -176,17 +199,11 @@ def _attend_serial(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars
     dtype: gl.constexpr = k_desc.dtype
     for kv in range(lo, hi, BLOCK_N):
         tile = kv // BLOCK_N
-        buf = tile % NUM_BUFFERS
-        phase = (tile // NUM_BUFFERS) & 1
+        buf, phase = _slot(tile, NUM_BUFFERS)
         k_tile, v_tile = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
-        mbarrier.wait(k_bars.index(buf), phase)
-        s = warpgroup_mma(q_tile, k_tile.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout),
-                          use_acc=False, is_async=True)
-        s = warpgroup_mma_wait(0, deps=(s, ))
-        p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, MASKED, IS_CAUSAL,
-                                           BLOCK_N, s_layout)
-        acc = _rescale(acc, alpha, o_layout)
-        p_op = _to_operand(p, dtype, o_layout)
+        acc, p_op, m_i, l_i = _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bars.index(buf), phase, kv, offs_m,
+                                          N_KV, diagonal, qk_scale, MASKED, IS_CAUSAL, BLOCK_M, BLOCK_N, dtype,
+                                          s_layout, o_layout)
         mbarrier.wait(v_bars.index(buf), phase)
         acc = warpgroup_mma(p_op, v_tile, acc, is_async=True)
         acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
@@ -208,25 +225,16 @@ def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
     then wait for P·V, free buffer j-1 and rescale O. The first tile's S and the last tile's P·V are peeled."""
     dtype: gl.constexpr = k_desc.dtype
     if lo < hi:
-        tile = lo // BLOCK_N
-        buf = tile % NUM_BUFFERS
-        phase = (tile // NUM_BUFFERS) & 1
-        k_tile, v_tile = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
-        mbarrier.wait(k_bars.index(buf), phase)
-        s = warpgroup_mma(q_tile, k_tile.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout),
-                          use_acc=False, is_async=True)
-        s = warpgroup_mma_wait(0, deps=(s, ))
-        p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, lo, offs_m, N_KV, diagonal, qk_scale, MASKED, IS_CAUSAL,
-                                           BLOCK_N, s_layout)
-        acc = _rescale(acc, alpha, o_layout)
-        p_op = _to_operand(p, dtype, o_layout)
+        buf, phase = _slot(lo // BLOCK_N, NUM_BUFFERS)
+        k_tile, _ = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
+        acc, p_op, m_i, l_i = _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bars.index(buf), phase, lo, offs_m,
+                                          N_KV, diagonal, qk_scale, MASKED, IS_CAUSAL, BLOCK_M, BLOCK_N, dtype,
+                                          s_layout, o_layout)
         for kv in range(lo + BLOCK_N, hi, BLOCK_N):
             tile = kv // BLOCK_N
-            buf = tile % NUM_BUFFERS
-            phase = (tile // NUM_BUFFERS) & 1
+            buf, phase = _slot(tile, NUM_BUFFERS)
             prev = tile - 1
-            pbuf = prev % NUM_BUFFERS
-            pphase = (prev // NUM_BUFFERS) & 1
+            pbuf, pphase = _slot(prev, NUM_BUFFERS)
             k_tile, v_tile = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
             k_prev, v_prev = _kv_tiles(k_smem, v_smem, pbuf, BLOCK_N, HEAD_DIM)
             mbarrier.wait(k_bars.index(buf), phase)
@@ -243,8 +251,7 @@ def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
             acc = _rescale(acc, alpha, o_layout)
             p_op = _to_operand(p, dtype, o_layout)
         last = (hi - 1) // BLOCK_N
-        lbuf = last % NUM_BUFFERS
-        lphase = (last // NUM_BUFFERS) & 1
+        lbuf, lphase = _slot(last, NUM_BUFFERS)
         k_last, v_last = _kv_tiles(k_smem, v_smem, lbuf, BLOCK_N, HEAD_DIM)
         mbarrier.wait(v_bars.index(lbuf), lphase)
         acc = warpgroup_mma(p_op, v_last, acc, is_async=True)
@@ -332,8 +339,7 @@ def _producer(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b,
     (an mbarrier starts in phase 0, so waiting for phase 1 first passes at once)."""
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
     for tile in range(gl.cdiv(kv_end, BLOCK_N)):
-        buf = tile % NUM_BUFFERS
-        phase = (tile // NUM_BUFFERS) & 1
+        buf, phase = _slot(tile, NUM_BUFFERS)
         mbarrier.wait(empty_bars.index(buf), phase ^ 1)
         _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, tile, kv_end, BLOCK_N,
                  NUM_BUFFERS)
@@ -439,8 +445,8 @@ def kv_range(m_start, N_Q, N_KV, BLOCK_M, BLOCK_N, causal):
 
 
 def ring_slot(tile, NUM_BUFFERS):
-    """(buffer, phase parity) of key tile `tile` in a ring of NUM_BUFFERS: its (tile // NUM_BUFFERS)-th use of
-    the buffer, as every wait in the kernel computes it."""
+    """(buffer, phase parity) of key tile `tile` in a ring of NUM_BUFFERS: the kernel's ``_slot`` in plain
+    Python (keep the two in step), for the CPU tests."""
     return tile % NUM_BUFFERS, (tile // NUM_BUFFERS) & 1
 
 

@@ -187,6 +187,20 @@ def _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bar, phase, kv, offs_m, N_KV, d
     return acc, _to_operand(p, dtype, o_layout), m_i, l_i
 
 
+@gluon.jit
+def _finish_tile(acc, p_op, v_tile, v_bar, phase, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
+                 off_b, off_kvh, tile, kv_end, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr,
+                 PRODUCER: gl.constexpr):
+    """O += P·V of key tile `tile` (its V in v_tile, loaded when v_bar reaches `phase`), waited; then its buffer
+    is released."""
+    mbarrier.wait(v_bar, phase)
+    acc = warpgroup_mma(p_op, v_tile, acc, is_async=True)
+    acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+    _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, tile, kv_end,
+             BLOCK_N, NUM_BUFFERS, PRODUCER)
+    return acc
+
+
 # ------------------------------------------------------------------------------------------------ rung 1
 
 @gluon.jit
@@ -204,11 +218,8 @@ def _attend_serial(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars
         acc, p_op, m_i, l_i = _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bars.index(buf), phase, kv, offs_m,
                                           N_KV, diagonal, qk_scale, MASKED, IS_CAUSAL, BLOCK_M, BLOCK_N, dtype,
                                           s_layout, o_layout)
-        mbarrier.wait(v_bars.index(buf), phase)
-        acc = warpgroup_mma(p_op, v_tile, acc, is_async=True)
-        acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-        _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, tile, kv_end,
-                 BLOCK_N, NUM_BUFFERS, PRODUCER)
+        acc = _finish_tile(acc, p_op, v_tile, v_bars.index(buf), phase, k_desc, v_desc, k_smem, v_smem, k_bars,
+                           v_bars, empty_bars, off_b, off_kvh, tile, kv_end, BLOCK_N, NUM_BUFFERS, PRODUCER)
     return acc, m_i, l_i
 
 
@@ -252,12 +263,9 @@ def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
             p_op = _to_operand(p, dtype, o_layout)
         last = (hi - 1) // BLOCK_N
         lbuf, lphase = _slot(last, NUM_BUFFERS)
-        k_last, v_last = _kv_tiles(k_smem, v_smem, lbuf, BLOCK_N, HEAD_DIM)
-        mbarrier.wait(v_bars.index(lbuf), lphase)
-        acc = warpgroup_mma(p_op, v_last, acc, is_async=True)
-        acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-        _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, last, kv_end,
-                 BLOCK_N, NUM_BUFFERS, PRODUCER)
+        _, v_last = _kv_tiles(k_smem, v_smem, lbuf, BLOCK_N, HEAD_DIM)
+        acc = _finish_tile(acc, p_op, v_last, v_bars.index(lbuf), lphase, k_desc, v_desc, k_smem, v_smem, k_bars,
+                           v_bars, empty_bars, off_b, off_kvh, last, kv_end, BLOCK_N, NUM_BUFFERS, PRODUCER)
     return acc, m_i, l_i
 
 

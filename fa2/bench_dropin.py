@@ -167,19 +167,18 @@ class Provider:
 def build_fa2(problem, x):
     """fa2.attention_varlen on the packed batch; fa2.attention on (B, H, N, D) for the window sweep."""
     if problem.sweep == "varlen":
-        fn = lambda: fa2.attention_varlen(x.q, x.k, x.v, x.cu_seqlens, x.cu_seqlens, x.max_seqlen, x.max_seqlen,
-                                          causal=problem.causal, window=problem.window)
-        return fn, lambda o: o
+        return build_fa2_ch10(problem, x)
     q, k, v = x.bhnd
     return (lambda: fa2.attention(q, k, v, causal=problem.causal, window=problem.window),
             lambda o: o.transpose(1, 2).flatten(0, 1))
 
 
 def build_fa2_ch10(problem, x):
-    """fa2.attention_varlen on the plain causal problem: chapter 10's kernel (the one windowed calls run) without
-    a window, where fa2.attention takes chapter 6's. Its rate beside the windowed call's isolates the window."""
+    """fa2.attention_varlen on the packed tensors: chapter 10's kernel. As the provider fa2_ch10, on the window
+    sweep's plain causal problem: the kernel windowed calls run, without the window, where fa2.attention takes
+    chapter 6's; its rate beside the windowed call's isolates the window."""
     fn = lambda: fa2.attention_varlen(x.q, x.k, x.v, x.cu_seqlens, x.cu_seqlens, x.max_seqlen, x.max_seqlen,
-                                      causal=problem.causal)
+                                      causal=problem.causal, window=problem.window)
     return fn, lambda o: o
 
 

@@ -159,9 +159,10 @@ def without_kernel_flag(argv):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if without_kernel_flag(argv) != argv:
+    rest = without_kernel_flag(argv)
+    if rest != argv:
         from fa2 import tune_varlen                   # chapter 10's kernel: its own cases and options
-        return tune_varlen.main(without_kernel_flag(argv))
+        return tune_varlen.main(rest)
     parser = argparse.ArgumentParser(prog="python -m fa2.tune", description=__doc__.splitlines()[0],
                                      epilog="Needs a CUDA GPU: tuning times kernels on the GPU it will ship for.")
     parser.add_argument("--kernel", choices=["fast", "generic", "varlen"], default=None,

@@ -7,6 +7,8 @@ What is here, and what each depends on:
   ``TRITON_INTERPRET=1``, checked by tests/test_runtime.py on every Triton the CI runs.
   ``patch_interpreter_descriptor_strides`` -- Triton 3.5's interpreter checks tensor-descriptor strides in
   elements where TMA checks bytes; replaces ``TensorDescHandle.validate`` there (3.6+ untouched).
+  ``patch_interpreter_device_calls`` -- Triton 3.6's interpreter leaves ``triton.language`` bound to itself after a
+  ``@jit`` helper called from a kernel returns; undoes that binding on return (``InterpretedFunction.__call__``).
 * ``DirectLaunch`` -- after a kernel's first launch through the JIT, calls the compiled kernel's launcher with
   the argument list in the order ``JITFunction.run`` uses (``LAUNCH_ARGUMENTS``), skipping the JIT's per-call
   binding and specialisation (tens of microseconds). ``EncodedDescriptors`` -- reaches past the launcher's
@@ -119,6 +121,42 @@ def patch_interpreter_descriptor_strides() -> None:
     validate._fa2_byte_strides = True
     validate.unpatched = handle.validate
     handle.validate = validate
+
+
+def patch_interpreter_device_calls() -> None:
+    """Undo, when it returns, the interpreter's binding of triton.language for a @jit helper called from a kernel
+    (idempotent). Triton 3.6 binds the builtins of the modules the helper sees to the interpreter on every call and
+    never unbinds them (a launch's own bindings are undone): afterwards a kernel compiled for a GPU in the same
+    process -- a Gluon kernel -- failed. Only where ``InterpretedFunction.__call__`` has that shape and
+    ``_patch_lang`` returns the scope that undoes it; the call is otherwise Triton's."""
+    import inspect
+
+    from triton.runtime import interpreter
+
+    function = getattr(interpreter, "InterpretedFunction", None)
+    if function is None or getattr(function.__call__, "_fa2_scoped", False):
+        return
+    try:
+        source = inspect.getsource(function.__call__)
+    except (OSError, TypeError):
+        return
+    if "_patch_lang(self.fn)" not in source or "restore" in source or not hasattr(interpreter, "_LangPatchScope"):
+        return
+
+    def __call__(self, *args, **kwargs):
+        scope = interpreter._patch_lang(self.fn)
+        try:
+            fn = self.rewrite()
+            try:
+                return fn(*args, **kwargs)
+            except Exception as e:
+                raise interpreter.InterpreterError(repr(e)) from e
+        finally:
+            scope.restore()
+
+    __call__._fa2_scoped = True
+    __call__.unpatched = function.__call__
+    function.__call__ = __call__
 
 
 # ------------------------------------------------------------------------------------ process-wide state

@@ -33,10 +33,12 @@ DEVICE = "cpu" if INTERPRET or not _GPU else "cuda"
 import triton  # noqa: E402
 
 if INTERPRET:
-    from fa2._triton_compat import patch_interpreter_bf16, patch_interpreter_descriptor_strides  # noqa: E402
+    from fa2._triton_compat import (patch_interpreter_bf16, patch_interpreter_descriptor_strides,  # noqa: E402
+                                    patch_interpreter_device_calls)
 
     patch_interpreter_bf16()
     patch_interpreter_descriptor_strides()
+    patch_interpreter_device_calls()
 
 
 def describe() -> str:

@@ -100,3 +100,32 @@ def test_descriptor_stride_patch_is_idempotent_and_keeps_the_original():
     validate = interpreter.TensorDescHandle.validate
     _triton_compat.patch_interpreter_descriptor_strides()
     assert interpreter.TensorDescHandle.validate is validate
+
+
+@triton.jit
+def _calls_a_helper(x_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    # tl.zeros is a @jit helper of triton.language's own (language/standard.py), whose module sees language.core
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) * 2 + tl.zeros([N], tl.float32))
+
+
+def _language_state():
+    """What every name of triton.language's modules and classes the interpreter binds resolves to (an inherited
+    method the interpreter sets back on the class itself resolves to the same function; __annotations__ is made
+    by Python on first access)."""
+    objects = (tl, tl.core, tl.math, tl.tensor, tl.dtype, tl.core.tensor_descriptor_base)
+    return [{name: getattr(o, name) for name in dir(o) if name != "__annotations__"} for o in objects]
+
+
+def test_a_device_function_call_leaves_triton_language_as_it_was():
+    """The interpreter binds triton.language's builtins to itself for a @jit helper called from a kernel and, in
+    Triton 3.6, never unbinds them: after any kernel that calls a helper, 61 builtins of triton.language.core
+    stayed the interpreter's, and compiling a Gluon kernel for a GPU in the same process failed (the AOT
+    compile tests of tests/test_gluon.py, whenever another test had run a kernel first)."""
+    before = _language_state()
+    x = torch.arange(8.0)
+    _calls_a_helper[(1,)](x, 8)
+    assert torch.equal(x, torch.arange(8.0) * 2)
+    after = _language_state()
+    changed = [[name for name, value in a.items() if b.get(name) != value] for b, a in zip(before, after)]
+    assert changed == [[]] * len(before)

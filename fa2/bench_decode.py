@@ -26,9 +26,10 @@ contiguous caches with ``enable_gqa=True``, and ``flash_attn`` (``flash_attn_wit
 importable. A peer that refuses a shape gets a row with its error. ``fa2_fused`` is fa2.decode's launch with
 the fused combine (chapter 9, section 9.11: one launch instead of two when there are splits; off in fa2.decode:
 on the H200 it was 2.0-2.4 us slower at B=1, book/results/decode_fused.csv), timed beside ``fa2`` in
-the same run; it gets the ragged check too and stays out of the plot. ``fa2_pdl`` likewise: fa2.decode's launch
-with Programmatic Dependent Launch (config "pdl"; two launches, the combine's launch overlapping the split-KV
-kernel's tail; sm_90+ only, elsewhere the same launch as ``fa2``).
+the same run; it gets the ragged check too and stays out of the plot. ``fa2_pdl`` and ``fa2_nopdl`` likewise:
+fa2.decode's launch with Programmatic Dependent Launch always on and always off (config "pdl" True / False; the
+default, "splits", launches with PDL only when the plan splits; sm_90+ only, elsewhere the same launch as
+``fa2``).
 ``fa2_tune`` rows time fa2.decode's
 launch with other split counts and tile configs (contiguous caches) and other configs (paged caches): the
 split heuristic, ``fa2.decode.GPU_CONFIG`` and ``PAGED_EXTRA_STAGES`` are chosen from them.
@@ -232,7 +233,8 @@ def providers():
     contiguous = lambda shape: shape.page_size == 0
     found = [Provider("copy", "copy K+V (ceiling)", build_copy), Provider("fa2", "fa2.decode", build_fa2),
              Provider("fa2_fused", "fa2.decode, fused combine", build_plan(FUSED, None), config=FUSED),
-             Provider("fa2_pdl", "fa2.decode, PDL launches", build_plan(PDL, None), config=PDL)]
+             Provider("fa2_pdl", "fa2.decode, PDL launches", build_plan(PDL, None), config=PDL),
+             Provider("fa2_nopdl", "fa2.decode, no PDL", build_plan(NO_PDL, None), config=NO_PDL)]
     if runtime.DEVICE == "cuda":
         from torch.nn.attention import SDPBackend
         found += [Provider("sdpa_flash", "SDPA FLASH (FA2, PyTorch-vendored)",
@@ -247,7 +249,8 @@ def providers():
 CTAS_PER_SM_CANDIDATES = (1, 2, 3, 4)
 FUSED = dict(fused_combine=True)          # the fa2_fused provider's plan config
 PDL = dict(pdl=True)                      # the fa2_pdl provider's plan config
-VARIANTS = ("fa2_fused", "fa2_pdl")       # fa2.decode's launch, opt-in variants: checked like fa2, not plotted
+NO_PDL = dict(pdl=False)                  # the fa2_nopdl provider's
+VARIANTS = ("fa2_fused", "fa2_pdl", "fa2_nopdl")   # fa2.decode's launch, variants: checked like fa2, not plotted
 
 
 def heuristic_picks(x):
@@ -449,7 +452,8 @@ def _us(row):
 
 
 NOTE_WIDTH = 100             # the summary's lines fit the book's code cells (chapter 9 prints it)
-VARIANT_COLUMNS = [("fa2_fused", "fused us", "the fused combine"), ("fa2_pdl", "pdl us", "PDL")]
+VARIANT_COLUMNS = [("fa2_fused", "fused us", "the fused combine"), ("fa2_pdl", "pdl us", "PDL always"),
+                   ("fa2_nopdl", "no-pdl us", "PDL never")]
 PEER_COLUMNS = {"sdpa_flash": "FLASH us", "sdpa_cudnn": "cuDNN us", "flash_attn": "flash_attn us"}
 
 

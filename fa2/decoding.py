@@ -49,11 +49,14 @@ FUSED_COMBINE = False
 # Programmatic Dependent Launch (PDL, Hopper sm_90+): every kernel of a plan is launched with Triton's launch_pdl,
 # so it may start while the kernel before it in the stream finishes (the combine behind the split-KV kernel's tail,
 # the split-KV kernel behind the previous kernel); each waits (griddepcontrol.wait, the kernels' USE_PDL) before
-# its first read of what earlier kernels wrote. Opt-in, per plan, through the config key "pdl" (DecodePlan(...,
-# config=dict(pdl=True)); `python -m fa2.bench --sweep decode` times it as the fa2_pdl provider, gpu/decode_pdl.sh);
-# this default applies to plans made after it is set. Off until it is measured. A performance option only: where it
+# its first read of what earlier kernels wrote. The config key "pdl" (DecodePlan(..., config=dict(pdl=...))):
+# True, False, or "splits": PDL only when the plan splits (two launches). The default is "splits": on an H200 PDL
+# took 1.1-1.6 us off every B=1 call (8-16 splits: 15.7 -> 14.4 us at 8k keys) but made the one-split plans of
+# B=32 28-36 % slower (35.0 -> 45.3 us at 1k keys, 3789 -> 4865 us at 128k; book/results/decode_pdl.csv, made
+# by gpu/decode_pdl.sh). This default applies to plans made after it is set. A performance option only: where it
 # cannot run (the interpreter, GPUs below sm_90) it is ignored and the plan launches exactly as without it.
-PDL = False
+PDL = "splits"
+PDL_CHOICES = (True, False, "splits")
 # The interpreter: small tiles, and a pretend GPU of 4 SMs so that small CPU shapes split too.
 CPU_CONFIG = dict(block_n=16, num_warps=4, num_stages=1)
 CPU_SM_COUNT = 4
@@ -181,19 +184,24 @@ class DecodePlan:
     outputs and the workspace and launches the split-KV kernel (and the combine when there are splits).
 
     config: launch options over `_config`'s (block_n, num_warps, num_stages), "fused_combine" (default
-    FUSED_COMBINE): with splits, the split-KV kernel combines too (one launch), and "pdl" (default PDL): launch
-    with Programmatic Dependent Launch where `pdl_supported` (ignored elsewhere; `self.pdl` says which). The fused
-    combine's arrival counters belong to the plan (allocated and zeroed once here; each call leaves them at
-    zero), so one plan must not run on two streams at once: two calls in flight would count into the same
-    counters."""
+    FUSED_COMBINE): with splits, the split-KV kernel combines too (one launch), and "pdl" (default PDL; True,
+    False or "splits": only with more than one split): launch with Programmatic Dependent Launch where
+    `pdl_supported` (ignored elsewhere; `self.pdl` says which). The fused combine's arrival
+    counters belong to the plan (allocated and zeroed once here; each call leaves them at zero), so one plan
+    must not run on two streams at once: two calls in flight would count into the same counters."""
 
     def __init__(self, q, k_cache, v_cache, cache_seqlens, block_table, scale, num_splits, window_left, softcap,
                  config=None):
         cfg = dict(_config(q, block_table is not None), **(config or {}))
         fused = bool(cfg.pop("fused_combine", FUSED_COMBINE))
-        self.pdl = bool(cfg.pop("pdl", PDL)) and pdl_supported(q.device)
+        pdl = cfg.pop("pdl", PDL)
+        if pdl not in PDL_CHOICES:
+            raise ValueError(f"fa2.decode: config pdl must be True, False or 'splits'; got {pdl!r}")
         B, H_Q, N_Q, D = q.shape
         self.num_splits = num_splits or choose_num_splits(q, k_cache, block_table, cfg["block_n"])
+        if pdl == "splits":
+            pdl = self.num_splits > 1
+        self.pdl = pdl and pdl_supported(q.device)
         self.lse_shape = (B, H_Q, N_Q)
         self.part_shape = (B, H_Q, N_Q, self.num_splits, D)
         self.counters = None

@@ -44,11 +44,13 @@ def test_bytes_and_family():
 
 
 def test_fused_and_pdl_providers_time_beside_two_launches(tmp_path, capsys):
-    """`--sweep decode` runs fa2_fused (the fused combine) and fa2_pdl (PDL launches; on the CPU the same launch
-    as fa2) beside fa2 in the same run, all checked (ragged too), each with a column of the summary."""
-    names = ["fa2", "fa2_fused", "fa2_pdl"]
+    """`--sweep decode` runs fa2_fused (the fused combine), fa2_pdl and fa2_nopdl (PDL always and never; on the
+    CPU the same launch as fa2) beside fa2 in the same run, all checked (ragged too), each with a column of the
+    summary."""
+    names = ["fa2", "fa2_fused", "fa2_pdl", "fa2_nopdl"]
     assert set(names) <= set(bench_decode.providers())
     assert bench_decode.providers()["fa2_pdl"].config == dict(pdl=True)
+    assert bench_decode.providers()["fa2_nopdl"].config == dict(pdl=False)
     shapes = [bench_decode.DecodeShape(1, 48, 0, Hq=4, Hkv=2, D=32)]
     rows = bench_decode.run_sweep(tmp_path, shapes=shapes, names=names, tune=False, plot_png=False)
     by_provider = {r["provider"]: r for r in rows}
@@ -57,8 +59,9 @@ def test_fused_and_pdl_providers_time_beside_two_launches(tmp_path, capsys):
         assert row["check"] == "ok" and float(row["rel_err_ragged"]) <= bench_decode.MAX_REL_ERR, row
         assert int(row["num_splits"]) > 1, "the tiny shape must split, or there is nothing to fuse or overlap"
     printed = capsys.readouterr().out
-    assert "fused us" in printed and "pdl us" in printed
-    assert "launch with PDL (fa2_pdl)" in printed and "launch with the fused combine (fa2_fused)" in printed
+    assert "fused us" in printed and "pdl us" in printed and "no-pdl us" in printed
+    assert "launch with PDL always (fa2_pdl)" in printed and "with PDL never (fa2_nopdl)" in printed
+    assert "launch with the fused combine (fa2_fused)" in printed
 
 
 def test_summary_of_pdl_rows(capsys):
@@ -74,7 +77,7 @@ def test_summary_of_pdl_rows(capsys):
     assert header.split()[:5] == ["B", "N", "fa2", "us", "fused"] and "pdl us" in header
     fa2_8k = next(float(r["gpu_us"]) for r in rows
                   if r["provider"] == "fa2" and r["B"] == 1 and r["N"] == 8192 and r["layout"] == "contiguous")
-    assert f"B=1 N=8k in <= 15 us GPU time with PDL ({fa2_8k - 0.9:.1f} us)" in printed
+    assert f"B=1 N=8k in <= 15 us GPU time with PDL always ({fa2_8k - 0.9:.1f} us)" in printed
     assert "B=1 N=8k in <= 15 us GPU time with the fused combine (" in printed
 
 

@@ -270,9 +270,10 @@ def test_pdl_supported_needs_sm90_and_compiled_kernels(monkeypatch, interpret, d
 
 
 def test_pdl_launches_only_when_on_and_supported(monkeypatch):
-    """The plan passes launch_pdl=True (and USE_PDL=True, the kernels' last argument) to both kernels only when
-    config pdl is on and pdl_supported(q's device) (patched here: no sm_90 GPU on the CPU); the module default
-    PDL is off and applies to plans made after it is set."""
+    """The plan passes launch_pdl=True (and USE_PDL=True, the kernels' last argument) to its kernels only when
+    config pdl is on -- True, or "splits" (the default) and the plan has more than one split -- and
+    pdl_supported(q's device) (patched here: no sm_90 GPU on the CPU); the module default PDL applies to plans
+    made after it is set."""
     lengths = seqlens(20, 9)
     q, k, v, table = inputs(2, 4, 2, 1, 32, 32, lengths, torch.float16, page_size=16)
     asked = []
@@ -282,21 +283,31 @@ def test_pdl_launches_only_when_on_and_supported(monkeypatch):
     def launches(plan):
         return [(lean.options.get("launch_pdl", False), scalars[-1])
                 for lean, scalars in ((plan.split_kv, plan.split_kv_scalars), (plan.combine, plan.combine_scalars))]
-    assert decoding.PDL is False and "pdl" not in decoding.GPU_CONFIG and "pdl" not in decoding.CPU_CONFIG
+    assert decoding.PDL == "splits" and "pdl" not in decoding.GPU_CONFIG and "pdl" not in decoding.CPU_CONFIG
     here = decoding.pdl_supported(q.device)         # False on the CPU, True on an sm_90+ GPU
-    assert launches(make()) == [(False, False)] * 2 and launches(make(pdl=True)) == [(here, here)] * 2
+    assert launches(make()) == [(here, here)] * 2 and launches(make(pdl=True)) == [(here, here)] * 2
     monkeypatch.setattr(decoding, "pdl_supported", supported)
     plan = make(pdl=True)                             # only inspected: the interpreter cannot run griddepcontrol
     assert plan.pdl and asked == [q.device] and launches(plan) == [(True, True)] * 2
-    assert not make().pdl and launches(make(pdl=False)) == [(False, False)] * 2
-    single = DecodePlan(q, k, v, lengths, table, 32 ** -0.5, 1, -1, 0.0, config=dict(pdl=True))
-    assert single.combine is None and single.split_kv.options["launch_pdl"] and single.split_kv_scalars[-1]
-    monkeypatch.setattr(decoding, "PDL", True)
+    assert make().pdl and launches(make()) == [(True, True)] * 2         # default "splits": 3 splits, PDL
+    assert not make(pdl=False).pdl and launches(make(pdl=False)) == [(False, False)] * 2
+    single = lambda **config: DecodePlan(q, k, v, lengths, table, 32 ** -0.5, 1, -1, 0.0, config=config)
+    forced = single(pdl=True)
+    assert forced.combine is None and forced.split_kv.options["launch_pdl"] and forced.split_kv_scalars[-1]
+    default = single()                                # default "splits": one split, one launch, no PDL
+    assert not default.pdl and "launch_pdl" not in default.split_kv.options and not default.split_kv_scalars[-1]
+    assert not single(pdl="splits").pdl and make(pdl="splits").pdl
+    with pytest.raises(ValueError, match="pdl"):
+        make(pdl="always")
+    monkeypatch.setattr(decoding, "PDL", False)
     _PLANS.clear()
     try:
-        assert decoding._plan(q, k, v, lengths, table, None, 3, None, None).pdl
+        assert not decoding._plan(q, k, v, lengths, table, None, 3, None, None).pdl
+        monkeypatch.setattr(decoding, "PDL", True)
+        _PLANS.clear()
+        assert decoding._plan(q, k, v, lengths, table, None, 1, None, None).pdl
     finally:
-        _PLANS.clear()                              # no PDL plan outlives the patch
+        _PLANS.clear()                              # no plan made under the patch outlives it
     monkeypatch.setattr(decoding, "pdl_supported", lambda device: False)
     assert launches(make(pdl=True)) == [(False, False)] * 2
 

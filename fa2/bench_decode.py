@@ -28,7 +28,7 @@ the fused combine (chapter 9, section 9.11: one launch instead of two when there
 on the H200 it was 2.0-2.4 us slower at B=1, book/results/decode_fused.csv), timed beside ``fa2`` in
 the same run; it gets the ragged check too and stays out of the plot. ``fa2_pdl`` and ``fa2_nopdl`` likewise:
 fa2.decode's launch with Programmatic Dependent Launch always on and always off (config "pdl" True / False; the
-default, "splits", launches with PDL only when the plan splits; sm_90+ only, elsewhere the same launch as
+default, "auto", launches with PDL only when the plan has at least 8 splits; sm_90+ only, elsewhere the same launch as
 ``fa2``).
 ``fa2_tune`` rows time fa2.decode's
 launch with other split counts and tile configs (contiguous caches) and other configs (paged caches): the

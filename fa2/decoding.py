@@ -50,13 +50,16 @@ FUSED_COMBINE = False
 # so it may start while the kernel before it in the stream finishes (the combine behind the split-KV kernel's tail,
 # the split-KV kernel behind the previous kernel); each waits (griddepcontrol.wait, the kernels' USE_PDL) before
 # its first read of what earlier kernels wrote. The config key "pdl" (DecodePlan(..., config=dict(pdl=...))):
-# True, False, or "splits": PDL only when the plan splits (two launches). The default is "splits": on an H200 PDL
-# took 1.1-1.6 us off every B=1 call (8-16 splits: 15.7 -> 14.4 us at 8k keys) but made the one-split plans of
-# B=32 28-36 % slower (35.0 -> 45.3 us at 1k keys, 3789 -> 4865 us at 128k; book/results/decode_pdl.csv, made
-# by gpu/decode_pdl.sh). This default applies to plans made after it is set. A performance option only: where it
-# cannot run (the interpreter, GPUs below sm_90) it is ignored and the plan launches exactly as without it.
-PDL = "splits"
-PDL_CHOICES = (True, False, "splits")
+# True, False, or "auto" (the default): PDL when the plan has at least PDL_MIN_SPLITS splits. Measured on an H200
+# over the decode family (book/results/decode_pdl.csv, gpu/decode_pdl.sh with FULL=1): with 16-32 splits (every
+# B=1 shape) PDL took 0.67-2.80 us off each call, contiguous and paged (8k keys: 15.7 -> 14.4 us); with 4 splits
+# (B=8) it saved 0.8-2.1 us on contiguous caches but made paged ones 11.8-21.4 % slower (1k keys: 15.6 -> 19.0
+# us); with one split (B=32) it made every call 10.0-36.1 % slower (4k keys: 124 -> 168 us). Chapter 9, section
+# 9.12. This default applies to plans made after it is set. A performance option only: where it cannot run (the
+# interpreter, GPUs below sm_90) it is ignored and the plan launches exactly as without it.
+PDL = "auto"
+PDL_MIN_SPLITS = 8
+PDL_CHOICES = (True, False, "auto")
 # The interpreter: small tiles, and a pretend GPU of 4 SMs so that small CPU shapes split too.
 CPU_CONFIG = dict(block_n=16, num_warps=4, num_stages=1)
 CPU_SM_COUNT = 4
@@ -185,7 +188,7 @@ class DecodePlan:
 
     config: launch options over `_config`'s (block_n, num_warps, num_stages), "fused_combine" (default
     FUSED_COMBINE): with splits, the split-KV kernel combines too (one launch), and "pdl" (default PDL; True,
-    False or "splits": only with more than one split): launch with Programmatic Dependent Launch where
+    False or "auto": with at least PDL_MIN_SPLITS splits): launch with Programmatic Dependent Launch where
     `pdl_supported` (ignored elsewhere; `self.pdl` says which). The fused combine's arrival
     counters belong to the plan (allocated and zeroed once here; each call leaves them at zero), so one plan
     must not run on two streams at once: two calls in flight would count into the same counters."""
@@ -196,11 +199,11 @@ class DecodePlan:
         fused = bool(cfg.pop("fused_combine", FUSED_COMBINE))
         pdl = cfg.pop("pdl", PDL)
         if pdl not in PDL_CHOICES:
-            raise ValueError(f"fa2.decode: config pdl must be True, False or 'splits'; got {pdl!r}")
+            raise ValueError(f"fa2.decode: config pdl must be True, False or 'auto'; got {pdl!r}")
         B, H_Q, N_Q, D = q.shape
         self.num_splits = num_splits or choose_num_splits(q, k_cache, block_table, cfg["block_n"])
-        if pdl == "splits":
-            pdl = self.num_splits > 1
+        if pdl == "auto":
+            pdl = self.num_splits >= PDL_MIN_SPLITS
         self.pdl = pdl and pdl_supported(q.device)
         self.lse_shape = (B, H_Q, N_Q)
         self.part_shape = (B, H_Q, N_Q, self.num_splits, D)

@@ -17,6 +17,7 @@ for item in "$@"; do
   tail -25 "$OUT/$name/stdout.log" | tee -a "$OUT/multi.log"
   echo "=== [$SECONDS s] $script: exit $rc" | tee -a "$OUT/multi.log"
 done
-( cd "$OUT" && tar czf results.tgz --exclude=results.tgz --exclude=multi.log . && \
+# packed outside $OUT first: tar of a folder it is writing into reports "file changed as we read it"
+( cd "$OUT" && tar czf /tmp/multi-results.tgz --exclude=multi.log . && mv /tmp/multi-results.tgz results.tgz && \
   find . -mindepth 1 -maxdepth 1 -type d -exec rm -rf {} + )
 exit $status

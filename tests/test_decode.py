@@ -271,38 +271,41 @@ def test_pdl_supported_needs_sm90_and_compiled_kernels(monkeypatch, interpret, d
 
 def test_pdl_launches_only_when_on_and_supported(monkeypatch):
     """The plan passes launch_pdl=True (and USE_PDL=True, the kernels' last argument) to its kernels only when
-    config pdl is on -- True, or "splits" (the default) and the plan has more than one split -- and
+    config pdl is on -- True, or "auto" (the default) and the plan has at least PDL_MIN_SPLITS splits -- and
     pdl_supported(q's device) (patched here: no sm_90 GPU on the CPU); the module default PDL applies to plans
     made after it is set."""
     lengths = seqlens(20, 9)
     q, k, v, table = inputs(2, 4, 2, 1, 32, 32, lengths, torch.float16, page_size=16)
     asked = []
     supported = lambda device: asked.append(device) or True
-    make = lambda **config: DecodePlan(q, k, v, lengths, table, 32 ** -0.5, 3, -1, 0.0, config=config)
+    make = lambda splits=8, **config: DecodePlan(q, k, v, lengths, table, 32 ** -0.5, splits, -1, 0.0,
+                                                 config=config)
 
     def launches(plan):
         return [(lean.options.get("launch_pdl", False), scalars[-1])
                 for lean, scalars in ((plan.split_kv, plan.split_kv_scalars), (plan.combine, plan.combine_scalars))]
-    assert decoding.PDL == "splits" and "pdl" not in decoding.GPU_CONFIG and "pdl" not in decoding.CPU_CONFIG
+    assert decoding.PDL == "auto" and decoding.PDL_MIN_SPLITS == 8
+    assert "pdl" not in decoding.GPU_CONFIG and "pdl" not in decoding.CPU_CONFIG
     here = decoding.pdl_supported(q.device)         # False on the CPU, True on an sm_90+ GPU
     assert launches(make()) == [(here, here)] * 2 and launches(make(pdl=True)) == [(here, here)] * 2
     monkeypatch.setattr(decoding, "pdl_supported", supported)
     plan = make(pdl=True)                             # only inspected: the interpreter cannot run griddepcontrol
     assert plan.pdl and asked == [q.device] and launches(plan) == [(True, True)] * 2
-    assert make().pdl and launches(make()) == [(True, True)] * 2         # default "splits": 3 splits, PDL
+    assert launches(make()) == [(True, True)] * 2     # default "auto": 8 splits, PDL
+    assert not make(7).pdl and launches(make(7)) == [(False, False)] * 2       # 7 splits: none
+    assert launches(make(3, pdl=True)) == [(True, True)] * 2
     assert not make(pdl=False).pdl and launches(make(pdl=False)) == [(False, False)] * 2
-    single = lambda **config: DecodePlan(q, k, v, lengths, table, 32 ** -0.5, 1, -1, 0.0, config=config)
-    forced = single(pdl=True)
+    forced = make(1, pdl=True)
     assert forced.combine is None and forced.split_kv.options["launch_pdl"] and forced.split_kv_scalars[-1]
-    default = single()                                # default "splits": one split, one launch, no PDL
+    default = make(1)                                 # one split, one launch: no PDL
     assert not default.pdl and "launch_pdl" not in default.split_kv.options and not default.split_kv_scalars[-1]
-    assert not single(pdl="splits").pdl and make(pdl="splits").pdl
-    with pytest.raises(ValueError, match="pdl"):
-        make(pdl="always")
+    for wrong in ("always", "splits", 2, None):
+        with pytest.raises(ValueError, match="pdl"):
+            make(pdl=wrong)
     monkeypatch.setattr(decoding, "PDL", False)
     _PLANS.clear()
     try:
-        assert not decoding._plan(q, k, v, lengths, table, None, 3, None, None).pdl
+        assert not decoding._plan(q, k, v, lengths, table, None, 8, None, None).pdl
         monkeypatch.setattr(decoding, "PDL", True)
         _PLANS.clear()
         assert decoding._plan(q, k, v, lengths, table, None, 1, None, None).pdl

@@ -1,8 +1,12 @@
 """The Gluon Hopper rungs (fa2/gluon/attention_hopper.py) on an H200: correctness, resources, time.
 
-    python gpu/gluon_check.py check OUT RUNG    # one rung against fp64 and SDPA; OUT/gluon_check_rRUNG.csv
-    python gpu/gluon_check.py bench OUT NAME    # NAME = r1 | r2 | r3 | peers; OUT/gluon_bench_NAME.csv
-    python gpu/gluon_check.py summary OUT       # joins the CSVs: OUT/gluon_check.csv, OUT/gluon_bench.csv
+    python gpu/gluon_check.py check OUT RUNG [KEY=VALUE ...]  # one rung vs fp64 and SDPA: OUT/gluon_check_TAG.csv
+    python gpu/gluon_check.py bench OUT NAME [KEY=VALUE ...]  # NAME = r1 .. r4 | peers: OUT/gluon_bench_TAG.csv
+    python gpu/gluon_check.py summary OUT                     # joins the CSVs: OUT/gluon_check.csv, gluon_bench.csv
+
+KEY=VALUE: a config override of the rung (``attention_hopper.rung_config``), e.g. ``bench OUT r4 BLOCK_N=64
+PINGPONG=1``; values are ints (1/0 for flags); TAG is rRUNG plus the overrides (``r4_BLOCK_N64_PINGPONG1``),
+also the provider's and the rows' name.
 
 check: every rung over a dozen shapes (tiles and tails, GQA, N_Q != N_KV, rows with no visible key, one query,
 one key) × D 64/128 × bf16/fp16 × causal/not, through ``fa2.testing.check_attention`` (the fp64 reference, the
@@ -37,9 +41,26 @@ CHECK_SHAPES = [            # (B, Hq, Hkv, N_Q, N_KV)
     (4, 8, 8, 2048, 2048),
     (1, 4, 4, 4096, 4096),
 ]
-CHECK_COLUMNS = ["rung", "B", "Hq", "Hkv", "N_Q", "N_KV", "D", "dtype", "causal", "err", "sdpa_err", "flash_err",
-                 "bound_used", "lse_bound_used", "check", "error"]
-RESOURCE_COLUMNS = ["rung", "D", "dtype", "causal", "registers", "spill_stores", "spill_loads", "stack", "shared"]
+CHECK_COLUMNS = ["rung", "config", "B", "Hq", "Hkv", "N_Q", "N_KV", "D", "dtype", "causal", "err", "sdpa_err",
+                 "flash_err", "bound_used", "lse_bound_used", "check", "error"]
+RESOURCE_COLUMNS = ["rung", "config", "D", "dtype", "causal", "registers", "spill_stores", "spill_loads", "stack",
+                    "shared", "sass_registers", "setmaxnreg"]
+
+
+def parse_config(items):
+    """{'BLOCK_N': 64, 'PINGPONG': 1} of ['BLOCK_N=64', 'PINGPONG=1']."""
+    config = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        if not key or not value:
+            raise SystemExit(f"config overrides are KEY=VALUE, got {item!r}")
+        config[key] = int(value)
+    return config
+
+
+def tag(rung, config):
+    """rRUNG plus the overrides, as file and provider names: r4, r4_BLOCK_N64_PINGPONG1."""
+    return "_".join([f"r{rung}"] + [f"{key}{value}" for key, value in config.items()])
 
 
 def write_csv(path, rows, columns):
@@ -68,31 +89,34 @@ def flash_error(q, k, v, causal, ref):
     return rel_err(o, ref)
 
 
-def check(out, rung):
+def check(out, rung, config=None):
     import torch
 
     from fa2.chapters.reference import attention_reference
     from fa2.gluon.attention_hopper import attention_gluon, compile_rung, resource_usage
     from fa2.testing import check_attention
 
+    config = config or {}
+    name, overrides = tag(rung, config), " ".join(f"{key}={value}" for key, value in config.items())
     rows, resources, failed = [], [], 0
     for D in (64, 128):
         for dtype in (torch.bfloat16, torch.float16):
             for causal in (False, True):
-                usage = resource_usage(compile_rung(rung, D, dtype, causal))
-                resources.append(dict(rung=rung, D=D, dtype=str(dtype)[6:], causal=causal, **usage))
+                usage = resource_usage(compile_rung(rung, D, dtype, causal, config=config))
+                resources.append(dict(rung=rung, config=overrides, D=D, dtype=str(dtype)[6:], causal=causal,
+                                      **usage))
                 print(resources[-1], flush=True)
                 for B, Hq, Hkv, Nq, Nk in CHECK_SHAPES:
-                    row = dict(rung=rung, B=B, Hq=Hq, Hkv=Hkv, N_Q=Nq, N_KV=Nk, D=D, dtype=str(dtype)[6:],
-                               causal=causal)
+                    row = dict(rung=rung, config=overrides, B=B, Hq=Hq, Hkv=Hkv, N_Q=Nq, N_KV=Nk, D=D,
+                               dtype=str(dtype)[6:], causal=causal)
                     captured = {}
 
                     def fn(q, k, v, causal, scale):
                         captured.update(q=q, k=k, v=v)
                         # named before the launch and synchronised: a hang's log ends with its shape
-                        print(f"running r{rung} {B}x{Hq}/{Hkv}x{Nq}x{Nk} D={D} {str(dtype)[6:]} causal={causal}",
+                        print(f"running {name} {B}x{Hq}/{Hkv}x{Nq}x{Nk} D={D} {str(dtype)[6:]} causal={causal}",
                               flush=True)
-                        result = attention_gluon(q, k, v, causal, scale, rung=rung)
+                        result = attention_gluon(q, k, v, causal, scale, rung=rung, config=config)
                         torch.cuda.synchronize()
                         return result
 
@@ -113,15 +137,15 @@ def check(out, rung):
                     print({key: row.get(key) for key in ("N_Q", "N_KV", "D", "dtype", "causal", "err",
                                                          "flash_err", "check")}, flush=True)
                     # rewritten after every row: a hang killed by the time limit keeps the rows before it
-                    write_csv(Path(out) / f"gluon_check_r{rung}.csv", rows, CHECK_COLUMNS)
-                    write_csv(Path(out) / f"gluon_resources_r{rung}.csv", resources, RESOURCE_COLUMNS)
+                    write_csv(Path(out) / f"gluon_check_{name}.csv", rows, CHECK_COLUMNS)
+                    write_csv(Path(out) / f"gluon_resources_{name}.csv", resources, RESOURCE_COLUMNS)
                     if row["check"] == "error" and "CUDA" in row.get("error", ""):   # a fault poisons the context
                         return 2
-    print(f"rung {rung}: {len(rows) - failed}/{len(rows)} ok")
+    print(f"{name}: {len(rows) - failed}/{len(rows)} ok")
     return 1 if failed else 0
 
 
-def bench(out, name):
+def bench(out, name, config=None):
     import argparse
 
     from fa2 import bench as fb
@@ -131,9 +155,11 @@ def bench(out, name):
         known = fb.all_providers()
         providers = [known["fa2"], known["sdpa_flash"], known["sdpa_cudnn"]]
     else:
-        rung = int(name[1:])
-        build = lambda shape: (lambda q, k, v: attention_gluon(q, k, v, shape.causal, rung=rung)[0])
-        providers = [fb.Provider(f"gluon_r{rung}", f"Gluon Hopper rung {rung} (unmeasured before)", build)]
+        rung, config = int(name[1:]), config or {}
+        name = tag(rung, config)
+        build = lambda shape: (lambda q, k, v: attention_gluon(q, k, v, shape.causal, rung=rung,
+                                                               config=config)[0])
+        providers = [fb.Provider(f"gluon_{name}", f"Gluon Hopper rung {rung} {config or ''}".strip(), build)]
     shapes = fb.headline_sweep()          # 5 (B, N, H, D) x causal: (8, 32, 2048, 128) bf16 causal is the first
     args = argparse.Namespace(warmup_ms=25.0, rep_ms=100.0, command=f"python gpu/gluon_check.py bench OUT {name}")
     path = Path(out) / f"gluon_bench_{name}.csv"
@@ -167,7 +193,8 @@ def summary(out):
                 f"causal={r['causal']}: {r['check']} {r['error']}" for r in bad[:20]))
         if stem == "gluon_resources":
             for r in rows:
-                print(f"r{r['rung']} D={r['D']} {r['dtype']} causal={r['causal']}: {r['registers']} regs, "
+                print(f"r{r['rung']} {r.get('config') or ''} D={r['D']} {r['dtype']} causal={r['causal']}: "
+                      f"{r['registers']} regs (SASS {r.get('sass_registers')}, setmaxnreg {r.get('setmaxnreg')}), "
                       f"spills {r['spill_stores']}/{r['spill_loads']} B, smem {r['shared']} B")
         if stem == "gluon_bench":
             table = {}
@@ -187,7 +214,7 @@ def summary(out):
 if __name__ == "__main__":
     command, out = sys.argv[1], sys.argv[2]
     if command == "check":
-        sys.exit(check(out, int(sys.argv[3])))
+        sys.exit(check(out, int(sys.argv[3]), parse_config(sys.argv[4:])))
     if command == "bench":
-        sys.exit(bench(out, sys.argv[3]))
+        sys.exit(bench(out, sys.argv[3], parse_config(sys.argv[4:])))
     sys.exit(summary(out))

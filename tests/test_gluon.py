@@ -1,8 +1,9 @@
 """fa2.gluon: the Hopper FlashAttention rungs written in Gluon compile for sm_90 on any machine (no GPU needed).
 
 Each test AOT-compiles a rung (triton.compile of a GluonASTSource for a cuda:90 target, ~1-2 s each) and reads
-the PTX: the rungs must use wgmma and TMA, rung 2 must keep a P·V wgmma in flight (``wait_group 1``), rung 3
-must split registers between partitions (``setmaxnreg``). Whether they compute attention correctly and how fast
+the PTX: the rungs must use wgmma and TMA, rungs 2-4 must keep a P·V wgmma in flight (``wait_group 1``), rungs 3
+and 4 must split registers between partitions (``setmaxnreg``); rung 4 compiles without spilling in every
+configuration. Whether they compute attention correctly and how fast
 is for the GPU (``gpu/gluon_check.sh``). bf16 at D 64 and 128, causal and not, runs by default (~20 s);
 ``FA2_GLUON_ALL=1`` adds fp16 everywhere. Skipped on Triton versions other than the one the Gluon API was
 written against (see ``fa2.gluon.SUPPORTED_TRITON``)."""
@@ -18,9 +19,10 @@ pytestmark = pytest.mark.skipif(not OK, reason=REASON)
 
 ALL = os.environ.get("FA2_GLUON_ALL") == "1"
 H100_SHARED = 227 * 1024        # the most shared memory one block may use on sm_90
-CONFIGS = [(rung, D, torch.bfloat16, causal) for rung in (1, 2, 3) for D in (64, 128) for causal in (False, True)]
-CONFIGS += [(rung, D, torch.float16, causal) for rung in (1, 2, 3) for D in (64, 128) for causal in (False, True)
-            if ALL or (rung, D, causal) == (2, 128, True)]
+RUNGS = (1, 2, 3, 4)
+CONFIGS = [(rung, D, torch.bfloat16, causal) for rung in RUNGS for D in (64, 128) for causal in (False, True)]
+CONFIGS += [(rung, D, torch.float16, causal) for rung in RUNGS for D in (64, 128) for causal in (False, True)
+            if ALL or (rung, D, causal) in ((2, 128, True), (4, 128, True))]
 
 
 @pytest.fixture(scope="module")
@@ -41,11 +43,51 @@ def test_rung_compiles_for_sm90(hopper, rung, D, dtype, causal):
     assert len(kernel.asm["cubin"]) > 0
     assert 0 < kernel.metadata.shared <= H100_SHARED
     waits = "wgmma.wait_group.sync.aligned 1" in ptx
-    assert waits == (rung >= 2), "rung 2 and 3 wait for S while P·V is still in flight; rung 1 waits for all"
-    assert ("setmaxnreg" in ptx) == (rung == 3), "only rung 3 is warp-specialised"
+    assert waits == (rung >= 2), "rungs 2-4 wait for S while P·V is still in flight; rung 1 waits for all"
+    assert ("setmaxnreg" in ptx) == (rung >= 3), "rungs 3 and 4 are warp-specialised"
 
 
-@pytest.mark.parametrize("rung", [1, 2, 3])
+def test_rungs_know_the_suite(hopper):
+    assert hopper.RUNGS == RUNGS
+
+
+R4_VARIANTS = [(D, dtype, causal, config) for D in (64, 128) for dtype in (torch.bfloat16, torch.float16)
+               for causal in (False, True) for config in ({}, )]
+R4_VARIANTS += [(128, torch.bfloat16, True, config) for config in
+                ({"PINGPONG": True}, {"BLOCK_N": 64}, {"BLOCK_N": 64, "NUM_BUFFERS": 3, "PINGPONG": True})]
+
+
+@pytest.mark.parametrize("D,dtype,causal,config", R4_VARIANTS,
+                         ids=[f"D{d}-{str(t)[6:]}-{'causal' if c else 'full'}-" + ("-".join(f"{k}{v}" for k, v in
+                              cfg.items()) or "default") for d, t, c, cfg in R4_VARIANTS])
+def test_rung4_registers_and_spills(hopper, D, dtype, causal, config):
+    """Rung 4: 12 warps (two consumer warpgroups, the producer's padded warpgroup) at 168 registers at launch;
+    inside the partitions, setmaxnreg gives both consumers 240 and the producer's warpgroup 24 (the default
+    partition holds 256 before the fork, while the idle workers hold 120); no spill, and no instruction names a
+    register past what its partition gets. Empty barriers count both consumers' arrives."""
+    kernel = hopper.compile_rung(4, D, dtype, causal, config=config)
+    usage = hopper.resource_usage(kernel)
+    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0 and usage["stack"] == 0, usage
+    assert usage["registers"] == 168, usage
+    assert usage["setmaxnreg"] == "24 120 240 256", usage
+    assert usage["sass_registers"] <= 240, usage
+    assert 0 < usage["shared"] <= H100_SHARED
+    ptx = kernel.asm["ptx"]
+    assert ".reqntid 384" in ptx
+    assert "mbarrier.init.shared::cta.b64 [%r" in ptx and "], 2;" in ptx      # the count-2 empty barriers
+    assert "wgmma.mma_async.sync.aligned.m64n" in ptx
+
+
+def test_rung4_register_split_fits_the_register_file(hopper):
+    """Triton's split (AllocateWarpGroups): default partition = 3·maxnreg - CONSUMER_REGS - PRODUCER_REGS
+    (the padding warps of the producer's warpgroup take the producer's count), all within 64 K registers."""
+    cfg = hopper.default_config(4, 128)
+    default = 3 * cfg["maxnreg"] - cfg["CONSUMER_REGS"] - cfg["PRODUCER_REGS"]
+    assert default == 240 and 128 * (default + cfg["CONSUMER_REGS"] + cfg["PRODUCER_REGS"]) <= 64 * 1024
+    assert 384 * cfg["maxnreg"] <= 64 * 1024
+
+
+@pytest.mark.parametrize("rung", RUNGS)
 def test_rung_compiles_with_size_one_arguments(hopper, rung):
     """The launcher compiles an int argument equal to 1 as a constant: one head, one query, one key."""
     ptx = hopper.compile_rung(rung, 64, torch.bfloat16, True, ones=("H", "GROUP", "N_Q", "N_KV")).asm["ptx"]
@@ -80,9 +122,13 @@ def test_attention_gluon_refuses_a_non_hopper_device(hopper):
 
 def test_bad_arguments_are_refused(hopper):
     with pytest.raises(ValueError, match="rung"):
-        hopper.compile_rung(4)
+        hopper.compile_rung(5)
     with pytest.raises(ValueError, match="head dim"):
         hopper.compile_rung(1, head_dim=96)
+    with pytest.raises(ValueError, match="BLOCK_N"):
+        hopper.compile_rung(4, config={"BLOCK_N": 32})
+    with pytest.raises(ValueError, match="PINGPONG"):
+        hopper.compile_rung(3, config={"PINGPONG": True})
 
 
 def test_launcher_specialises_no_size(hopper):
@@ -132,13 +178,37 @@ def test_kv_range_covers_the_visible_keys(hopper, causal):
             assert tile[:, :free_end].all(), (nq, nk, m_start, free_end)
 
 
-def _simulate_ring(rung, n_tiles, n_free, NUM_BUFFERS, ring_slot, rng):
-    """The kernel's order of mbarrier waits, arrives and TMA loads as plain Python (rung 1: per tile wait K,
-    wait V, free; rungs 2-3: S of tile j before P·V of j-1, each of the two key ranges peeled; rung 3: a
-    producer that waits for the empty barrier), run under a random interleaving. Asserts that every wait
-    passes on exactly the phase it means (not one phase early or late), no buffer is refilled before its
-    tile is freed, every loaded tile is consumed, and nothing deadlocks."""
+def _consumer_ops(rung, n_tiles, n_free, pingpong):
+    """One consumer's mbarrier waits, arrives and frees in the kernel's order (rung 1: per tile wait K, wait V,
+    free; rungs 2-4: S of tile j before P·V of j-1, each of the two key ranges peeled). PINGPONG (rung 4):
+    ("turn", i) waits for turn i around each wgmma issue, ("pass", i) hands it over once issued; the turn
+    indices are the kernel's (tile j's issue is turn j, + 1 in a masked range after a mask-free one)."""
+    ops = []
+    if rung == 1:
+        for j in range(n_tiles):
+            ops += [("k", j), ("v", j), ("free", j)]
+        return ops
+    turn = lambda i: [("turn", i), ("pass", i)] if pingpong else []
+    for lo, hi in ((0, n_free), (n_free, n_tiles)):
+        if lo < hi:
+            shift = 1 if lo > 0 else 0
+            ops += [("k", lo)] + turn(lo + shift)
+            for j in range(lo + 1, hi):
+                ops += [("k", j)] + turn(j + shift)[:1] + [("v", j - 1)] + turn(j + shift)[1:] + [("free", j - 1)]
+            ops += [("v", hi - 1)] + turn(hi + shift) + [("free", hi - 1)]
+    return ops
+
+
+def _simulate_ring(rung, n_tiles, n_free, NUM_BUFFERS, ring_slot, rng, pingpong=False, turn_phase=None):
+    """The kernel's order of mbarrier waits, arrives and TMA loads as plain Python (see _consumer_ops; rungs
+    3-4: a producer that waits for the empty barrier; rung 4: two consumers, each arriving once per tile on
+    empty barriers of count 2, and under PINGPONG passing turns through two barriers of count 1), run under a
+    random interleaving. Asserts that every wait passes on exactly the phase it means (not one phase early or
+    late), no buffer is refilled before every consumer freed its tile, every loaded tile is consumed, and nothing
+    deadlocks."""
+    consumers = 2 if rung == 4 else 1
     count = {}                                   # completed phases per (kind, buffer)
+    arrivals = {}                                # arrives of the current phase of count-2 barriers
     freed, loaded = set(), []
 
     def load(t):
@@ -149,73 +219,93 @@ def _simulate_ring(rung, n_tiles, n_free, NUM_BUFFERS, ring_slot, rng):
             count[kind, buf] = count.get((kind, buf), 0) + 1
 
     def free(t):
+        arrivals[t] = arrivals.get(t, 0) + 1
+        assert arrivals[t] <= consumers
+        if arrivals[t] < consumers:
+            return
         freed.add(t)
-        if rung == 3:
+        if rung >= 3:
             buf, _ = ring_slot(t, NUM_BUFFERS)
             count["e", buf] = count.get(("e", buf), 0) + 1
         elif t + NUM_BUFFERS < n_tiles:          # the predicated refill
             load(t + NUM_BUFFERS)
 
-    def wait(kind, t):                           # None when it would block
-        buf, phase = ring_slot(t, NUM_BUFFERS)
-        if kind == "e":
-            phase ^= 1
-        c = count.get((kind, buf), 0)
-        if (c & 1) == phase:
+    def wait(kind, t, c):                        # None when it would block
+        if kind == "turn":                       # consumer c's turn t: turn barrier c
+            key, phase, want = ("turn", c), turn_phase(t, c), t + c
+        else:
+            buf, phase = ring_slot(t, NUM_BUFFERS)
+            key = (kind, buf)
+            if kind == "e":
+                phase ^= 1
+            want = t // NUM_BUFFERS + (kind != "e")
+        done = count.get(key, 0)
+        if (done & 1) == phase:
             return None
-        want = t // NUM_BUFFERS + (kind != "e")
-        assert c == want, f"{kind} wait of tile {t} passed with {c} phases completed, meaning {want}"
+        assert done == want, f"{kind} wait of {t} passed with {done} phases completed, meaning {want}"
         return True
 
-    consumer = []
-    if rung == 1:
-        for j in range(n_tiles):
-            consumer += [("k", j), ("v", j), ("free", j)]
+    agents = [(c, _consumer_ops(rung, n_tiles, n_free, pingpong)) for c in range(consumers)]
+    if rung >= 3:
+        agents.append((None, [op for t in range(n_tiles) for op in (("e", t), ("load", t))]))
     else:
-        for lo, hi in ((0, n_free), (n_free, n_tiles)):
-            if lo < hi:
-                consumer.append(("k", lo))
-                for j in range(lo + 1, hi):
-                    consumer += [("k", j), ("v", j - 1), ("free", j - 1)]
-                consumer += [("v", hi - 1), ("free", hi - 1)]
-    producer = [op for t in range(n_tiles) for op in (("e", t), ("load", t))] if rung == 3 else []
-    if rung != 3:
         for t in range(min(NUM_BUFFERS, n_tiles)):
             load(t)
-    agents = [consumer, producer]
-    while any(agents):
+    while any(ops for _, ops in agents):
         ready = []
-        for ops in agents:
+        for c, ops in agents:
             if ops:
                 kind, t = ops[0]
-                if kind in ("free", "load") or wait(kind, t):
-                    ready.append(ops)
-        assert ready, f"deadlock: consumer at {consumer[:1]}, producer at {producer[:1]}"
-        ops = ready[rng.integers(len(ready))]
+                if kind in ("free", "load", "pass") or wait(kind, t, c):
+                    ready.append((c, ops))
+        assert ready, f"deadlock: {[(c, ops[:1]) for c, ops in agents]}"
+        c, ops = ready[rng.integers(len(ready))]
         kind, t = ops.pop(0)
         if kind == "free":
             free(t)
         elif kind == "load":
             load(t)
+        elif kind == "pass":                     # the other consumer's turn barrier completes a phase
+            count["turn", 1 - c] = count.get(("turn", 1 - c), 0) + 1
     assert loaded == list(range(n_tiles)) and freed == set(range(n_tiles))
+    if pingpong:
+        assert count.get(("turn", 0), 0) == count.get(("turn", 1), 0), "each consumer took as many turns"
 
 
-@pytest.mark.parametrize("rung", [1, 2, 3])
-@pytest.mark.parametrize("NUM_BUFFERS", [1, 2, 3])
-def test_ring_phases_and_counts(hopper, rung, NUM_BUFFERS):
+RING_CASES = [(rung, nb, False) for rung in RUNGS for nb in (1, 2, 3)] + [(4, nb, True) for nb in (2, 3)]
+
+
+@pytest.mark.parametrize("rung,NUM_BUFFERS,pingpong", RING_CASES,
+                         ids=[f"r{r}-nb{nb}" + ("-pingpong" if pp else "") for r, nb, pp in RING_CASES])
+@pytest.mark.parametrize("BLOCK_N", [128, 64])
+def test_ring_phases_and_counts(hopper, rung, NUM_BUFFERS, pingpong, BLOCK_N):
     """The loads and waits of every query tile over the check's shapes, causal or not, under random
-    interleavings (see _simulate_ring); rungs 2 and 3 need two buffers (the kernel static_asserts it)."""
+    interleavings (see _simulate_ring); rungs 2-4 need two buffers (the kernel static_asserts it). The key
+    range is the 128-row program's (rung 4's two consumers both walk it)."""
     import numpy as np
     if rung > 1 and NUM_BUFFERS < 2:
-        pytest.skip("rungs 2 and 3 wait for K of tile j before freeing tile j-1")
+        pytest.skip("rungs 2-4 wait for K of tile j before freeing tile j-1")
+    if BLOCK_N == 64 and (rung, pingpong) not in ((3, False), (4, False), (4, True)):
+        pytest.skip("BLOCK_N 64 is checked on the warp-specialised rungs")
     rng = np.random.default_rng(0)
-    BM = BN = 128
+    BM, BN = 128, BLOCK_N
     for nq, nk in _tile_cases(BM, BN):
         for causal in (False, True):
             for m_start in range(0, nq, BM):
                 free_end, kv_end = hopper.kv_range(m_start, nq, nk, BM, BN, causal)
                 for _ in range(3):
-                    _simulate_ring(rung, -(-kv_end // BN), free_end // BN, NUM_BUFFERS, hopper.ring_slot, rng)
+                    _simulate_ring(rung, -(-kv_end // BN), free_end // BN, NUM_BUFFERS, hopper.ring_slot, rng,
+                                   pingpong, hopper.turn_phase)
+
+
+def test_turn_indices_are_contiguous():
+    """PINGPONG's turn numbers, as the kernel computes them per key range, run 0, 1, 2, ... over both ranges
+    (a gap or a repeat would desynchronise the turn barriers' parities)."""
+    for n_tiles in range(0, 7):
+        for n_free in range(0, n_tiles + 1):
+            turns = [t for kind, t in _consumer_ops(4, n_tiles, n_free, True) if kind == "turn"]
+            ranges = (n_free > 0) + (n_tiles > n_free)
+            assert turns == list(range(n_tiles + ranges)), (n_tiles, n_free, turns)
 
 
 def test_rung_compiles_after_a_kernel_ran_under_the_interpreter(hopper, tmp_path, monkeypatch):

@@ -1,8 +1,9 @@
 """FlashAttention-2 forward for Hopper (sm_90) in Gluon: the first rungs toward FA3's techniques.
 
-UNMEASURED: every rung has been compiled for sm_90 on a CPU machine (``compile_rung``; PTX with
-``wgmma.mma_async`` and ``cp.async.bulk.tensor``), none has run on a GPU yet. ``gpu/gluon_check.sh`` checks and
-times them. Nothing here is wired into ``fa2.attention``.
+Every rung compiles for sm_90 on a CPU machine (``compile_rung``; PTX with ``wgmma.mma_async`` and
+``cp.async.bulk.tensor``). Rungs 1-3 have run on an H200 once: correct (96/96 cases each vs fp64), slower than
+cuDNN ((8, 32, 2048, 128) bf16 causal: 0.70 / 0.73 / 0.68 ms, cuDNN 0.55). Rung 4 is UNMEASURED (compiled only).
+``gpu/gluon_check.sh`` checks and times them. Nothing here is wired into ``fa2.attention``.
 
 One program per (128-row query tile, batch·head); q, k, v, o are (B, H, N, D) with a unit last stride, read and
 written through 4-D TMA descriptors with (1, 1, rows, D) boxes, so a tile never crosses into the next head:
@@ -22,6 +23,15 @@ key tiles of a program are split into mask-free tiles then the diagonal (and tai
 * Rung 3 (``RUNG=3``): rung 2's consumer plus warp specialisation (``gl.warp_specialize``): a one-warp TMA
   producer partition fills a ring of K/V buffers (ready barriers), the consumer (default partition) frees each
   buffer with an arrive on its empty barrier.
+* Rung 4 (``RUNG=4``): FA3's layout of the consumers: rung 3 with the consumer split into two partitions of
+  one warpgroup each (the default partition and a 4-warp worker), each owning 64 of the program's 128 query
+  rows (its own Q tile, m, l, O, LSE and O store; wgmma M = 64), beside the one-warp producer (padded to a
+  warpgroup). Both consumers walk the same key tiles (the program's key range, each masking its own rows), so
+  the ring is rung 3's with empty barriers of count 2 (one arrive per consumer partition). They no longer run in
+  lock-step: one's softmax can overlap the other's wgmmas. Registers: producer 24, worker consumer
+  ``CONSUMER_REGS`` (240), the default partition what is left of 64 K (240). ``PINGPONG=True`` orders their
+  wgmma issues explicitly, as FA3's named barriers do: two mbarriers pass a turn between the consumers, which
+  issue their S (and previous P·V) wgmmas alternately.
 """
 
 import math
@@ -40,7 +50,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 LOG2E = 1.4426950408889634      # exp(x) = exp2(x·log2 e)
 LN2 = 0.6931471805599453
-RUNGS = (1, 2, 3)
+RUNGS = (1, 2, 3, 4)
+BLOCK_NS = (64, 128)
 HEAD_DIMS = (64, 128)
 TORCH_TO_GL = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 SIG_DTYPE = {torch.float16: "fp16", torch.bfloat16: "bf16"}
@@ -52,7 +63,16 @@ def default_config(rung, head_dim):
     if rung == 3:
         # 8 consumer warps + the producer's warpgroup (4 warps): registers must fit 64 K per SM at 12 warps
         cfg.update(maxnreg=168, PRODUCER_REGS=24)
+    if rung == 4:
+        # 2 consumer warpgroups (num_warps: the default one) + the producer's: 12 warps, 168 registers each at
+        # launch; Triton's setmaxnreg split gives the default partition 3·168 - CONSUMER_REGS - PRODUCER_REGS
+        cfg.update(num_warps=4, maxnreg=168, PRODUCER_REGS=24, CONSUMER_REGS=240, PINGPONG=False)
     return cfg
+
+
+def consumers(rung):
+    """Consumer partitions of a rung, each owning BLOCK_M / consumers(rung) query rows of a program."""
+    return 2 if rung == 4 else 1
 
 
 # ------------------------------------------------------------------------------------------------ layouts
@@ -172,14 +192,33 @@ def _kv_tiles(k_smem, v_smem, buf, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr
 
 
 @gluon.jit
+def _take_turn(turn_bars, turn, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr):
+    """PINGPONG (rung 4): before its `turn`-th wgmma issue, consumer CONSUMER waits until the other consumer has
+    issued its wgmmas of the turn before (consumer 0 takes turn 0 at once: see turn_phase). Nothing otherwise."""
+    if PINGPONG:
+        mbarrier.wait(turn_bars.index(CONSUMER), (turn & 1) ^ (1 - CONSUMER))
+
+
+@gluon.jit
+def _pass_turn(turn_bars, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr):
+    """PINGPONG: this consumer's wgmmas of its turn are issued, the other consumer may issue its own."""
+    if PINGPONG:
+        mbarrier.arrive(turn_bars.index(1 - CONSUMER), count=1)
+
+
+@gluon.jit
 def _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bar, phase, kv, offs_m, N_KV, diagonal, qk_scale,
+                turn_bars, turn, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr,
                 MASKED: gl.constexpr, IS_CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                 dtype: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr):
-    """Key tile at row kv (its K in k_tile, loaded when k_bar reaches `phase`): wait for K, S = Q·Kᵀ (waited),
-    the softmax step and O rescaled; returns O, P as the A operand of the P·V wgmma, m and l."""
+    """Key tile at row kv (its K in k_tile, loaded when k_bar reaches `phase`): wait for K, S = Q·Kᵀ (waited; its
+    issue is turn `turn` under PINGPONG), the softmax step and O rescaled; returns O, P as the A operand of the
+    P·V wgmma, m and l."""
     mbarrier.wait(k_bar, phase)
+    _take_turn(turn_bars, turn, CONSUMER, PINGPONG)
     s = warpgroup_mma(q_tile, k_tile.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout),
                       use_acc=False, is_async=True)
+    _pass_turn(turn_bars, CONSUMER, PINGPONG)
     s = warpgroup_mma_wait(0, deps=(s, ))
     p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, MASKED, IS_CAUSAL,
                                        BLOCK_N, s_layout)
@@ -189,12 +228,14 @@ def _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bar, phase, kv, offs_m, N_KV, d
 
 @gluon.jit
 def _finish_tile(acc, p_op, v_tile, v_bar, phase, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
-                 off_b, off_kvh, tile, kv_end, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr,
-                 PRODUCER: gl.constexpr):
-    """O += P·V of key tile `tile` (its V in v_tile, loaded when v_bar reaches `phase`), waited; then its buffer
-    is released."""
+                 off_b, off_kvh, tile, kv_end, turn_bars, turn, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr,
+                 BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, PRODUCER: gl.constexpr):
+    """O += P·V of key tile `tile` (its V in v_tile, loaded when v_bar reaches `phase`; the issue is turn `turn`
+    under PINGPONG), waited; then its buffer is released."""
     mbarrier.wait(v_bar, phase)
+    _take_turn(turn_bars, turn, CONSUMER, PINGPONG)
     acc = warpgroup_mma(p_op, v_tile, acc, is_async=True)
+    _pass_turn(turn_bars, CONSUMER, PINGPONG)
     acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
     _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, tile, kv_end,
              BLOCK_N, NUM_BUFFERS, PRODUCER)
@@ -204,7 +245,7 @@ def _finish_tile(acc, p_op, v_tile, v_bar, phase, k_desc, v_desc, k_smem, v_smem
 # ------------------------------------------------------------------------------------------------ rung 1
 
 @gluon.jit
-def _attend_serial(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
+def _attend_serial(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars,
                    off_b, off_kvh, offs_m, lo, hi, kv_end, N_KV, diagonal, qk_scale,
                    MASKED: gl.constexpr, IS_CAUSAL: gl.constexpr, PRODUCER: gl.constexpr,
                    BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
@@ -216,31 +257,37 @@ def _attend_serial(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars
         buf, phase = _slot(tile, NUM_BUFFERS)
         k_tile, v_tile = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
         acc, p_op, m_i, l_i = _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bars.index(buf), phase, kv, offs_m,
-                                          N_KV, diagonal, qk_scale, MASKED, IS_CAUSAL, BLOCK_M, BLOCK_N, dtype,
-                                          s_layout, o_layout)
+                                          N_KV, diagonal, qk_scale, turn_bars, 0, 0, False, MASKED, IS_CAUSAL,
+                                          BLOCK_M, BLOCK_N, dtype, s_layout, o_layout)
         acc = _finish_tile(acc, p_op, v_tile, v_bars.index(buf), phase, k_desc, v_desc, k_smem, v_smem, k_bars,
-                           v_bars, empty_bars, off_b, off_kvh, tile, kv_end, BLOCK_N, NUM_BUFFERS, PRODUCER)
+                           v_bars, empty_bars, off_b, off_kvh, tile, kv_end, turn_bars, 0, 0, False, BLOCK_N,
+                           NUM_BUFFERS, PRODUCER)
     return acc, m_i, l_i
 
 
-# ------------------------------------------------------------------------------------------------ rung 2
+# ------------------------------------------------------------------------------------------------ rungs 2-4
 
 @gluon.jit
 def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
-                      off_b, off_kvh, offs_m, lo, hi, kv_end, N_KV, diagonal, qk_scale,
+                      turn_bars, off_b, off_kvh, offs_m, lo, hi, kv_end, N_KV, diagonal, qk_scale,
                       MASKED: gl.constexpr, IS_CAUSAL: gl.constexpr, PRODUCER: gl.constexpr,
+                      CONSUMER: gl.constexpr, PINGPONG: gl.constexpr,
                       BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                       NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr):
     """Rung 2: key tiles [lo, hi) with FA3's intra-warpgroup overlap. Per tile j: issue S_j = Q·K_jᵀ, issue
     O += P_{j-1}·V_{j-1}, wait for S_j only (wgmma groups retire in order), softmax of S_j while P·V runs,
-    then wait for P·V, free buffer j-1 and rescale O. The first tile's S and the last tile's P·V are peeled."""
+    then wait for P·V, free buffer j-1 and rescale O. The first tile's S and the last tile's P·V are peeled.
+    PINGPONG: each of those issue points is one turn (tile j's is turn j, + 1 in the masked range after a
+    mask-free one, whose last P·V took a turn of its own: see turn_index)."""
     dtype: gl.constexpr = k_desc.dtype
     if lo < hi:
+        shift = (gl.to_tensor(lo) > 0).to(gl.int32)        # lo is a constant 0 in the mask-free range
         buf, phase = _slot(lo // BLOCK_N, NUM_BUFFERS)
         k_tile, _ = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
         acc, p_op, m_i, l_i = _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bars.index(buf), phase, lo, offs_m,
-                                          N_KV, diagonal, qk_scale, MASKED, IS_CAUSAL, BLOCK_M, BLOCK_N, dtype,
-                                          s_layout, o_layout)
+                                          N_KV, diagonal, qk_scale, turn_bars, lo // BLOCK_N + shift, CONSUMER,
+                                          PINGPONG, MASKED, IS_CAUSAL, BLOCK_M, BLOCK_N, dtype, s_layout,
+                                          o_layout)
         for kv in range(lo + BLOCK_N, hi, BLOCK_N):
             tile = kv // BLOCK_N
             buf, phase = _slot(tile, NUM_BUFFERS)
@@ -249,10 +296,12 @@ def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
             k_tile, v_tile = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
             k_prev, v_prev = _kv_tiles(k_smem, v_smem, pbuf, BLOCK_N, HEAD_DIM)
             mbarrier.wait(k_bars.index(buf), phase)
+            _take_turn(turn_bars, tile + shift, CONSUMER, PINGPONG)
             s = warpgroup_mma(q_tile, k_tile.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout),
                               use_acc=False, is_async=True)
             mbarrier.wait(v_bars.index(pbuf), pphase)
             acc = warpgroup_mma(p_op, v_prev, acc, is_async=True)
+            _pass_turn(turn_bars, CONSUMER, PINGPONG)
             s = warpgroup_mma_wait(1, deps=(s, ))          # S_j done; P_{j-1}·V_{j-1} may still run
             p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, MASKED,
                                                IS_CAUSAL, BLOCK_N, s_layout)
@@ -265,46 +314,51 @@ def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
         lbuf, lphase = _slot(last, NUM_BUFFERS)
         _, v_last = _kv_tiles(k_smem, v_smem, lbuf, BLOCK_N, HEAD_DIM)
         acc = _finish_tile(acc, p_op, v_last, v_bars.index(lbuf), lphase, k_desc, v_desc, k_smem, v_smem, k_bars,
-                           v_bars, empty_bars, off_b, off_kvh, last, kv_end, BLOCK_N, NUM_BUFFERS, PRODUCER)
+                           v_bars, empty_bars, off_b, off_kvh, last, kv_end, turn_bars, last + 1 + shift, CONSUMER,
+                           PINGPONG, BLOCK_N, NUM_BUFFERS, PRODUCER)
     return acc, m_i, l_i
 
 
 # ------------------------------------------------------------------------------------------------ kernel
 
 @gluon.jit
-def _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
+def _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars,
                 off_b, off_kvh, offs_m, free_end, kv_end, N_KV, diagonal, qk_scale,
                 IS_CAUSAL: gl.constexpr, PIPELINED: gl.constexpr, PRODUCER: gl.constexpr,
+                CONSUMER: gl.constexpr, PINGPONG: gl.constexpr,
                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                 NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr):
     """The mask-free tiles [0, free_end), then the masked ones [free_end, kv_end)."""
     if PIPELINED:
         acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
-                                          empty_bars, off_b, off_kvh, offs_m, 0, free_end, kv_end, N_KV, diagonal,
-                                          qk_scale, False, IS_CAUSAL, PRODUCER, BLOCK_M, BLOCK_N, HEAD_DIM,
-                                          NUM_BUFFERS, s_layout, o_layout)
+                                          empty_bars, turn_bars, off_b, off_kvh, offs_m, 0, free_end, kv_end, N_KV,
+                                          diagonal, qk_scale, False, IS_CAUSAL, PRODUCER, CONSUMER, PINGPONG,
+                                          BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout)
         acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
-                                          empty_bars, off_b, off_kvh, offs_m, free_end, kv_end, kv_end, N_KV,
-                                          diagonal, qk_scale, True, IS_CAUSAL, PRODUCER, BLOCK_M, BLOCK_N,
-                                          HEAD_DIM, NUM_BUFFERS, s_layout, o_layout)
+                                          empty_bars, turn_bars, off_b, off_kvh, offs_m, free_end, kv_end, kv_end,
+                                          N_KV, diagonal, qk_scale, True, IS_CAUSAL, PRODUCER, CONSUMER, PINGPONG,
+                                          BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout)
     else:
         acc, m_i, l_i = _attend_serial(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
-                                       empty_bars, off_b, off_kvh, offs_m, 0, free_end, kv_end, N_KV, diagonal,
-                                       qk_scale, False, IS_CAUSAL, PRODUCER, BLOCK_M, BLOCK_N, HEAD_DIM,
+                                       empty_bars, turn_bars, off_b, off_kvh, offs_m, 0, free_end, kv_end, N_KV,
+                                       diagonal, qk_scale, False, IS_CAUSAL, PRODUCER, BLOCK_M, BLOCK_N, HEAD_DIM,
                                        NUM_BUFFERS, s_layout, o_layout)
         acc, m_i, l_i = _attend_serial(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
-                                       empty_bars, off_b, off_kvh, offs_m, free_end, kv_end, kv_end, N_KV,
-                                       diagonal, qk_scale, True, IS_CAUSAL, PRODUCER, BLOCK_M, BLOCK_N, HEAD_DIM,
-                                       NUM_BUFFERS, s_layout, o_layout)
+                                       empty_bars, turn_bars, off_b, off_kvh, offs_m, free_end, kv_end, kv_end,
+                                       N_KV, diagonal, qk_scale, True, IS_CAUSAL, PRODUCER, BLOCK_M, BLOCK_N,
+                                       HEAD_DIM, NUM_BUFFERS, s_layout, o_layout)
     return acc, m_i, l_i
 
 
 @gluon.jit
-def _consumer(q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_bars, v_bars, empty_bars,
-              off_b, off_h, off_kvh, pid_bh, m_start, free_end, kv_end, N_Q, N_KV, qk_scale,
-              IS_CAUSAL: gl.constexpr, PIPELINED: gl.constexpr, PRODUCER: gl.constexpr,
-              NUM_BUFFERS: gl.constexpr, num_warps: gl.constexpr):
-    """Everything but the K/V loads: wait for Q, attend to every key tile, O / l and LSE out."""
+def _consumer(args, IS_CAUSAL: gl.constexpr, PIPELINED: gl.constexpr, PRODUCER: gl.constexpr,
+              NUM_BUFFERS: gl.constexpr, PINGPONG: gl.constexpr, CONSUMER: gl.constexpr, num_warps: gl.constexpr):
+    """Everything but the K/V loads for consumer CONSUMER of the program (rows m_start + CONSUMER·rows of its Q
+    tile ...): wait for its Q, attend to every key tile, O / l and LSE out. `args`: the kernel's tuple of its
+    run-time arguments (one tuple: a partition's arguments are one tuple literal, whose constexprs must be
+    written in it, not concatenated to it)."""
+    (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars, turn_bars,
+     off_b, off_h, off_kvh, pid_bh, m_start, free_end, kv_end, N_Q, N_KV, qk_scale) = args
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[2]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[3]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
@@ -313,17 +367,20 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, k_smem, v_smem, q
     o_layout: gl.constexpr = _wgmma_layout(num_warps, HEAD_DIM)
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
 
+    m_start = m_start + CONSUMER * BLOCK_M
     offs_m = m_start + gl.arange(0, BLOCK_M, layout=row_layout)
     m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, row_layout)
     l_i = gl.zeros([BLOCK_M], gl.float32, row_layout)
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
     diagonal = N_KV - N_Q
 
+    q_smem = q_smem.index(CONSUMER)
     q_tile = q_smem.reshape([BLOCK_M, HEAD_DIM])
-    mbarrier.wait(q_bar, 0)
+    mbarrier.wait(q_bars.index(CONSUMER), 0)
     acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
-                                off_b, off_kvh, offs_m, free_end, kv_end, N_KV, diagonal, qk_scale, IS_CAUSAL,
-                                PIPELINED, PRODUCER, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout)
+                                turn_bars, off_b, off_kvh, offs_m, free_end, kv_end, N_KV, diagonal, qk_scale,
+                                IS_CAUSAL, PIPELINED, PRODUCER, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM,
+                                NUM_BUFFERS, s_layout, o_layout)
 
     # rows that saw no key (causal, N_Q > N_KV) get o = 0 and lse = -inf
     seen = l_i > 0.0
@@ -343,7 +400,7 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, k_smem, v_smem, q
 @gluon.jit
 def _producer(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, kv_end,
               NUM_BUFFERS: gl.constexpr):
-    """Rung 3's one-warp partition: TMA loads of every key tile into the ring, each after its buffer is free
+    """Rungs 3-4's one-warp partition: TMA loads of every key tile into the ring, each after its buffer is free
     (an mbarrier starts in phase 0, so waiting for phase 1 first passes at once)."""
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
     for tile in range(gl.cdiv(kv_end, BLOCK_N)):
@@ -353,20 +410,30 @@ def _producer(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b,
                  NUM_BUFFERS)
 
 
+@gluon.constexpr_function
+def _consumers(rung):
+    return 2 if rung == 4 else 1
+
+
 # The sizes are not specialised (== 1, % 16): one JIT compile per (rung, D, dtype, causal) instead of ~6 over
 # gpu/gluon_check.py's shapes (it has 55 s per rung), and the sizes compile as compile_rung's "i32" do.
 @gluon.jit(do_not_specialize=["H", "GROUP", "N_Q", "N_KV"])
 def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale,
                           IS_CAUSAL: gl.constexpr, RUNG: gl.constexpr, NUM_BUFFERS: gl.constexpr,
-                          PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
-    """Grid (cdiv(N_Q, BLOCK_M), B·H). q_desc/o_desc: 4-D (B, H, N_Q, D) descriptors with (1, 1, BLOCK_M, D)
-    boxes; k_desc/v_desc: (B, H_kv, N_KV, D) with (1, 1, BLOCK_N, D) boxes; qk_scale = scale·log2 e."""
-    BLOCK_M: gl.constexpr = q_desc.block_type.shape[2]
+                          PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, PINGPONG: gl.constexpr,
+                          num_warps: gl.constexpr):
+    """Grid (cdiv(N_Q, BLOCK_M), B·H). q_desc/o_desc: 4-D (B, H, N_Q, D) descriptors with (1, 1, BLOCK_M / C, D)
+    boxes, C the rung's consumer partitions (consumers()); k_desc/v_desc: (B, H_kv, N_KV, D) with
+    (1, 1, BLOCK_N, D) boxes; qk_scale = scale·log2 e."""
+    CONSUMERS: gl.constexpr = _consumers(RUNG)
+    Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
+    BLOCK_M: gl.constexpr = Q_ROWS * CONSUMERS
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
-    gl.static_assert(RUNG >= 1 and RUNG <= 3, "RUNG is 1, 2 or 3")
-    gl.static_assert(BLOCK_M == 16 * num_warps or BLOCK_M == 32 * num_warps, "wgmma rows: 16 or 32 per warp")
-    # rungs 2 and 3 wait for tile j's K before freeing tile j-1's buffer: one buffer would deadlock
-    gl.static_assert(RUNG == 1 or NUM_BUFFERS >= 2, "rungs 2 and 3 need NUM_BUFFERS >= 2")
+    gl.static_assert(RUNG >= 1 and RUNG <= 4, "RUNG is 1, 2, 3 or 4")
+    gl.static_assert(Q_ROWS == 16 * num_warps or Q_ROWS == 32 * num_warps, "wgmma rows: 16 or 32 per warp")
+    # rungs 2-4 wait for tile j's K before freeing tile j-1's buffer: one buffer would deadlock
+    gl.static_assert(RUNG == 1 or NUM_BUFFERS >= 2, "rungs 2-4 need NUM_BUFFERS >= 2")
+    gl.static_assert(RUNG == 4 or not PINGPONG, "PINGPONG orders rung 4's two consumers")
 
     pid_m = gl.program_id(0)
     if IS_CAUSAL:                   # the longest query tiles start first
@@ -385,40 +452,56 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
         kv_end = gl.maximum(gl.minimum(kv_end, m_start + BLOCK_M + diagonal), 0)
         free_end = gl.minimum(free_end, (gl.maximum(m_start + diagonal + 1, 0) // BLOCK_N) * BLOCK_N)
 
-    q_smem = gl.allocate_shared_memory(q_desc.dtype, q_desc.block_type.shape, q_desc.layout)
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, [CONSUMERS] + q_desc.block_type.shape, q_desc.layout)
     k_smem = gl.allocate_shared_memory(k_desc.dtype, [NUM_BUFFERS] + k_desc.block_type.shape, k_desc.layout)
     v_smem = gl.allocate_shared_memory(v_desc.dtype, [NUM_BUFFERS] + v_desc.block_type.shape, v_desc.layout)
-    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    q_bars = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
     k_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
     v_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
     empty_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
-    mbarrier.init(q_bar, count=1)
+    turn_bars = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+    for c in gl.static_range(CONSUMERS):
+        mbarrier.init(q_bars.index(c), count=1)
+        if PINGPONG:
+            mbarrier.init(turn_bars.index(c), count=1)
     for i in gl.static_range(NUM_BUFFERS):
         mbarrier.init(k_bars.index(i), count=1)
         mbarrier.init(v_bars.index(i), count=1)
-        mbarrier.init(empty_bars.index(i), count=1)
+        mbarrier.init(empty_bars.index(i), count=CONSUMERS)     # one arrive per consumer partition (rungs 3-4)
     fence_async_shared()
 
-    mbarrier.expect(q_bar, q_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(q_desc, [off_b, off_h, m_start, 0], q_bar, q_smem)
+    for c in gl.static_range(CONSUMERS):
+        mbarrier.expect(q_bars.index(c), q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [off_b, off_h, m_start + c * Q_ROWS, 0], q_bars.index(c),
+                                        q_smem.index(c))
 
-    if RUNG == 3:
+    # the consumer partitions' run-time arguments (a tuple assigned to a name holds no constexpr)
+    consumer = (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bars, k_bars, v_bars,
+                empty_bars, turn_bars, off_b, off_h, off_kvh, pid_bh, m_start, free_end, kv_end, N_Q, N_KV, qk_scale)
+    PIPELINED: gl.constexpr = RUNG >= 2
+    PRODUCER: gl.constexpr = RUNG >= 3
+    producer = (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, kv_end, NUM_BUFFERS)
+    if RUNG == 4:
         gl.warp_specialize([
-            (_consumer, (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_bars, v_bars,
-                         empty_bars, off_b, off_h, off_kvh, pid_bh, m_start, free_end, kv_end, N_Q, N_KV, qk_scale,
-                         IS_CAUSAL, True, True, NUM_BUFFERS, num_warps)),
-            (_producer, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, kv_end,
-                         NUM_BUFFERS)),
+            (_consumer, (consumer, IS_CAUSAL, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 0, num_warps)),
+            (_consumer, (consumer, IS_CAUSAL, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 1, num_warps)),
+            (_producer, producer),
+        ], [num_warps, 1], [CONSUMER_REGS, PRODUCER_REGS])
+    elif RUNG == 3:
+        gl.warp_specialize([
+            (_consumer, (consumer, IS_CAUSAL, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 0, num_warps)),
+            (_producer, producer),
         ], [1], [PRODUCER_REGS])
     else:
         for i in gl.static_range(NUM_BUFFERS):      # the first tiles in flight before any compute
             _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, i, kv_end, BLOCK_N,
                      NUM_BUFFERS)
-        _consumer(q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_bars, v_bars,
-                  empty_bars, off_b, off_h, off_kvh, pid_bh, m_start, free_end, kv_end, N_Q, N_KV, qk_scale,
-                  IS_CAUSAL, RUNG == 2, False, NUM_BUFFERS, num_warps)
+        _consumer(consumer, IS_CAUSAL, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 0, num_warps)
 
-    mbarrier.invalidate(q_bar)
+    for c in gl.static_range(CONSUMERS):
+        mbarrier.invalidate(q_bars.index(c))
+        if PINGPONG:
+            mbarrier.invalidate(turn_bars.index(c))
     for i in gl.static_range(NUM_BUFFERS):
         mbarrier.invalidate(k_bars.index(i))
         mbarrier.invalidate(v_bars.index(i))
@@ -458,6 +541,13 @@ def ring_slot(tile, NUM_BUFFERS):
     return tile % NUM_BUFFERS, (tile // NUM_BUFFERS) & 1
 
 
+def turn_phase(turn, consumer):
+    """The phase parity consumer `consumer` (0 or 1) of rung 4 waits for on its turn barrier before its
+    `turn`-th wgmma issue under PINGPONG: the kernel's ``_take_turn`` in plain Python (keep the two in step).
+    Consumer 0's turn 0 waits for parity 1, which passes at once on a fresh barrier."""
+    return (turn & 1) ^ (1 - consumer)
+
+
 def _check_rung(rung, head_dim, dtype):
     if rung not in RUNGS:
         raise ValueError(f"rung must be one of {RUNGS}, got {rung!r}")
@@ -467,9 +557,20 @@ def _check_rung(rung, head_dim, dtype):
         raise ValueError(f"dtype must be float16 or bfloat16, got {dtype}")
 
 
+def rung_config(rung, head_dim, config=None):
+    """default_config with the overrides of `config`, checked."""
+    cfg = dict(default_config(rung, head_dim), **(config or {}))
+    if cfg["BLOCK_N"] not in BLOCK_NS:
+        raise ValueError(f"BLOCK_N must be one of {BLOCK_NS}, got {cfg['BLOCK_N']}")
+    if cfg.get("PINGPONG") and rung != 4:
+        raise ValueError(f"PINGPONG orders rung 4's two consumer partitions; rung {rung} has one")
+    return cfg
+
+
 def _constexprs(rung, causal, cfg):
     return dict(IS_CAUSAL=bool(causal), RUNG=rung, NUM_BUFFERS=cfg["NUM_BUFFERS"],
-                PRODUCER_REGS=cfg.get("PRODUCER_REGS", 24), num_warps=cfg["num_warps"])
+                PRODUCER_REGS=cfg.get("PRODUCER_REGS", 24), CONSUMER_REGS=cfg.get("CONSUMER_REGS", 240),
+                PINGPONG=bool(cfg.get("PINGPONG", False)), num_warps=cfg["num_warps"])
 
 
 def _options(cfg):
@@ -488,8 +589,8 @@ def compile_rung(rung, head_dim=128, dtype=torch.bfloat16, causal=True, config=N
     from triton.experimental.gluon._runtime import GluonASTSource
 
     _check_rung(rung, head_dim, dtype)
-    cfg = dict(default_config(rung, head_dim), **(config or {}))
-    q_box = [1, 1, cfg["BLOCK_M"], head_dim]
+    cfg = rung_config(rung, head_dim, config)
+    q_box = [1, 1, cfg["BLOCK_M"] // consumers(rung), head_dim]
     kv_box = [1, 1, cfg["BLOCK_N"], head_dim]
     constexprs = dict(_constexprs(rung, causal, cfg), **{name: 1 for name in ones})
     signature = dict(q_desc=descriptor_signature(q_box, dtype), k_desc=descriptor_signature(kv_box, dtype),
@@ -501,27 +602,37 @@ def compile_rung(rung, head_dim=128, dtype=torch.bfloat16, causal=True, config=N
 
 
 def resource_usage(compiled):
-    """{'registers', 'spill_stores', 'spill_loads', 'stack', 'shared'} of a compiled kernel, read from its cubin
-    by ptxas's -v log (re-assembling the PTX, ~ seconds) -- this works without a GPU, where the launcher's
-    ``n_regs``/``n_spills`` are not filled in."""
+    """{'registers', 'spill_stores', 'spill_loads', 'stack', 'shared', 'sass_registers', 'setmaxnreg'} of a
+    compiled kernel, read from its cubin by ptxas's -v log (re-assembling the PTX, ~ seconds) and cuobjdump --
+    this works without a GPU, where the launcher's ``n_regs``/``n_spills`` are not filled in.
+
+    ``registers`` is ptxas's count at launch (``.maxnreg`` where set); a warp-specialised kernel's partitions
+    then move to their ``setmaxnreg`` values (the PTX's, sorted) and their code may use up to those:
+    ``sass_registers`` is 1 + the highest register R<n> any instruction names, over all partitions."""
     import re
     import subprocess
     import tempfile
     from pathlib import Path
 
+    from triton import knobs
     from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
 
     capability = compiled.metadata.target.arch
     with tempfile.TemporaryDirectory() as tmp:
-        ptx = Path(tmp) / "k.ptx"
+        ptx, cubin = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
         ptx.write_text(compiled.asm["ptx"])
         log = subprocess.run([get_ptxas(capability).path, "-v", f"--gpu-name={sm_arch_from_capability(capability)}",
-                              str(ptx), "-o", str(Path(tmp) / "k.cubin")], capture_output=True, text=True,
-                             check=True).stderr
+                              str(ptx), "-o", str(cubin)], capture_output=True, text=True, check=True).stderr
+        sass = subprocess.run([knobs.nvidia.cuobjdump.path, "-sass", str(cubin)], capture_output=True, text=True,
+                              check=True).stdout
     number = lambda pattern: int(m.group(1)) if (m := re.search(pattern, log)) else None
+    names = [int(n) for n in re.findall(r"\bR(\d+)\b", sass)]
+    setmaxnreg = sorted({int(n) for n in re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)",
+                                                   compiled.asm["ptx"])})
     return dict(registers=number(r"Used (\d+) registers"), spill_stores=number(r"(\d+) bytes spill stores"),
                 spill_loads=number(r"(\d+) bytes spill loads"), stack=number(r"(\d+) bytes stack frame"),
-                shared=compiled.metadata.shared)
+                shared=compiled.metadata.shared, sass_registers=max(names, default=-1) + 1,
+                setmaxnreg=" ".join(map(str, setmaxnreg)))
 
 
 def _require_hopper(*tensors):
@@ -548,7 +659,7 @@ def attention_gluon(q, k, v, causal=False, scale=None, rung=1, config=None):
                          f"(B, H_kv, N_KV, D) with H % H_kv == 0")
     if not (q.dtype == k.dtype == v.dtype):
         raise ValueError("q, k and v must share a dtype")
-    cfg = dict(default_config(rung, D), **(config or {}))
+    cfg = rung_config(rung, D, config)
     BM, BN = cfg["BLOCK_M"], cfg["BLOCK_N"]
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     o = torch.empty_like(q)
@@ -558,7 +669,9 @@ def attention_gluon(q, k, v, causal=False, scale=None, rung=1, config=None):
     descriptor = lambda t, block: TensorDescriptor.from_tensor(t, [1, 1, block, D], _layout([1, 1, block, D], t.dtype))
     grid = (triton.cdiv(N_Q, BM), B * H)
     constexprs = _constexprs(rung, causal, cfg)
-    _attention_fwd_hopper[grid](descriptor(q, BM), descriptor(k, BN), descriptor(v, BN), descriptor(o, BM), lse,
+    q_rows = BM // consumers(rung)        # rung 4: each consumer partition loads and stores its half of the tile
+    _attention_fwd_hopper[grid](descriptor(q, q_rows), descriptor(k, BN), descriptor(v, BN), descriptor(o, q_rows),
+                                lse,
                                 H, H // H_kv, N_Q, N_KV, scale * LOG2E, **constexprs,
                                 **{key: value for key, value in _options(cfg).items() if key != "num_warps"})
     return o, lse
@@ -567,14 +680,15 @@ def attention_gluon(q, k, v, causal=False, scale=None, rung=1, config=None):
 def report(dtypes=(torch.bfloat16, torch.float16)):
     """Compile every rung × head dim × dtype × causal for sm_90 and print registers, spills and shared memory
     (``python -m fa2.gluon.attention_hopper``; no GPU needed)."""
-    print("rung  D    dtype     causal  regs  spill st/ld (B)  smem (B)")
+    print("rung  D    dtype     causal  regs  SASS regs  spill st/ld (B)  smem (B)  setmaxnreg")
     for rung in RUNGS:
         for D in HEAD_DIMS:
             for dtype in dtypes:
                 for causal in (False, True):
                     u = resource_usage(compile_rung(rung, D, dtype, causal))
                     print(f"{rung:<5} {D:<4} {str(dtype)[6:]:9} {causal!s:7} {u['registers']:<5} "
-                          f"{u['spill_stores']}/{u['spill_loads']:<14} {u['shared']}")
+                          f"{u['sass_registers']:<10} {u['spill_stores']}/{u['spill_loads']:<14} {u['shared']:<9} "
+                          f"{u['setmaxnreg']}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Tile configs of the Gluon Hopper rungs (fa2/gluon/attention_hopper.py), timed beside their peers on an H200.
 
-    python gpu/gluon_sweep.py OUT [SECONDS]      # OUT/gluon_sweep.csv, one row per (shape, provider)
+    python gpu/gluon_sweep.py OUT [SECONDS] [NAME,...]   # OUT/gluon_sweep.csv, one row per (shape, provider)
+    python gpu/gluon_sweep.py pick OUT [COUNT]           # the best COUNT configs as gluon_check.py check arguments
 
 The headline sweep (fa2.bench.headline_sweep: (8, 32, 2048, 128) bf16 causal first, 10 shapes) with, per shape,
 chapter 6's kernel (fa2.attention), SDPA FLASH and SDPA cuDNN, then every (rung, config) of CONFIGS; each output
@@ -15,6 +16,7 @@ rows, each buffer of K and V 16 KB per 64 keys.
 
 import argparse
 import csv
+import math
 import sys
 import time
 from pathlib import Path
@@ -25,11 +27,14 @@ CONFIGS = {
     "r1_m128n64b2w4": (1, dict(BLOCK_M=128, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4)),
     "r1_m64n128b2w4": (1, dict(BLOCK_M=64, BLOCK_N=128, NUM_BUFFERS=2, num_warps=4)),
     "r2_m64n64b2w4": (2, dict(BLOCK_M=64, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4)),
-    "r2_m128n64b2w4": (2, dict(BLOCK_M=128, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4)),
     "r2_m64n128b2w4": (2, dict(BLOCK_M=64, BLOCK_N=128, NUM_BUFFERS=2, num_warps=4)),
     "r3_m64n64b2w4": (3, dict(BLOCK_M=64, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4, maxnreg=128)),
-    "r3_m64n64b3w4": (3, dict(BLOCK_M=64, BLOCK_N=64, NUM_BUFFERS=3, num_warps=4, maxnreg=128)),
     "r3_m64n128b2w4": (3, dict(BLOCK_M=64, BLOCK_N=128, NUM_BUFFERS=2, num_warps=4, maxnreg=128)),
+    # rung 4: two 64-row consumer warpgroups and the producer in one 128-row program (12 warps)
+    "r4": (4, {}),
+    "r4_pingpong": (4, dict(PINGPONG=1)),
+    "r4_n64b2": (4, dict(BLOCK_N=64)),
+    "r4_n64b3_pingpong": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1)),
 }
 
 
@@ -95,6 +100,27 @@ def summary(rows):
               f"{key}: best {best} {rungs[best]:.4f} ms")
 
 
+def pick(out, count=2):
+    """The `count` configs with the best geometric mean of fa2's time over theirs across the shapes where both
+    passed, printed one per line as `RUNG KEY=VALUE ...` (gpu/gluon_check.py check's arguments)."""
+    rows = list(csv.DictReader(open(Path(out) / "gluon_sweep.csv", newline="")))
+    ms = {(r["provider"], r["B"], r["H"], r["N_Q"], r["D"], r["causal"]): float(r["ms"])
+          for r in rows if r["check"] == "ok" and r["ms"]}
+    scores = {}
+    for name in CONFIGS:
+        ratios = [ms[("fa2", *key[1:])] / value for key, value in ms.items()
+                  if key[0] == f"gluon_{name}" and ("fa2", *key[1:]) in ms]
+        if ratios:
+            scores[name] = (math.exp(sum(map(math.log, ratios)) / len(ratios)), len(ratios))
+    for name, (score, n) in sorted(scores.items(), key=lambda item: -item[1][0]):
+        print(f"# {name}: fa2 time / its time, geometric mean over {n} shapes: {score:.3f}", file=sys.stderr)
+    for name in sorted(scores, key=lambda name: -scores[name][0])[:count]:
+        rung, config = CONFIGS[name]
+        print(rung, *[f"{key}={int(value)}" for key, value in config.items()])
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "pick":
+        sys.exit(pick(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 2))
     sys.exit(main(sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else 200.0,
                   sys.argv[3].split(",") if len(sys.argv) > 3 else None))

@@ -491,11 +491,14 @@ def parse_args(argv):
     if args.sweep in DROPIN_SWEEPS:   # their own peers (fa2/bench_dropin.py)
         from fa2 import bench_dropin
         known, default = bench_dropin.providers(), bench_dropin.default_providers()
+    elif args.sweep == "decode":      # fa2/bench_decode.py's providers; default: every one that runs here
+        from fa2 import bench_decode
+        known, default = bench_decode.providers(), None
     else:
         known, default = all_providers(), default_providers()
     args.providers = list(dict.fromkeys(filter(None, args.providers.split(",")))) if args.providers \
         else default
-    unknown = sorted(set(args.providers) - set(known))
+    unknown = sorted(set(args.providers or ()) - set(known))
     if unknown:
         parser.error(f"unknown providers {unknown}; choose from {sorted(known)}")
     args.name = args.name or args.sweep
@@ -541,7 +544,7 @@ def main(argv=None):
     if args.sweep == "decode":        # fa2.decode against its peers: a sweep of its own (fa2/bench_decode.py)
         from fa2 import bench_decode
         rows = bench_decode.run_sweep(args.out, quick=args.quick, tune=not args.no_tune, command=args.command,
-                                      plot_png=not args.no_plot)
+                                      plot_png=not args.no_plot, names=args.providers)
         bad = [r for r in rows if (r["provider"] == "fa2" and r["check"] == "error")
                or (r["provider"].startswith("fa2") and r["check"] == "fail")]   # a candidate may not compile
         return 1 if bad else 0

@@ -3,6 +3,7 @@ import csv
 import importlib.util
 from pathlib import Path
 
+import pytest
 import torch
 
 from fa2 import bench_decode, runtime
@@ -94,3 +95,17 @@ def test_goals_print_one_line_each(capsys):
     assert [line for line in lines if line.startswith("MET  B=1 N=128k")] == [
         "MET  B=1 N=128k at >= 85% of the copy (101.0%)"]
     assert len([line for line in lines if line.startswith(("MET", "MISS"))]) == 4
+
+
+def test_cli_decode_sweep_takes_providers(tmp_path, monkeypatch):
+    """`python -m fa2.bench --sweep decode --providers copy,fa2` times only those (the book's family run leaves out
+    the variants); an unknown name is an error naming it; without --providers every decode provider runs."""
+    from fa2 import bench
+    seen = []
+    monkeypatch.setattr(runtime, "DEVICE", "cuda")          # the CLI refuses the decode sweep on a CPU
+    monkeypatch.setattr(bench_decode, "run_sweep", lambda out, names=None, **kw: seen.append(names) or [])
+    assert bench.main(["--sweep", "decode", "--providers", "copy,fa2", "--out", str(tmp_path)]) == 0
+    assert bench.main(["--sweep", "decode", "--out", str(tmp_path)]) == 0
+    assert seen == [["copy", "fa2"], None]
+    with pytest.raises(SystemExit):
+        bench.main(["--sweep", "decode", "--providers", "fa2,nonesuch", "--out", str(tmp_path)])

@@ -16,6 +16,13 @@ from fa2.chapters.forward import attention_forward
 from fa2.validate import capability
 
 
+def gluon_for(q, k, v, causal, scale):
+    """(rung, config) of the Gluon kernel (chapter 12) where this GPU's shipped table lists the call's shape family
+    as measured faster than chapter 6's kernel and checked, else None (`fa2.gluon.dispatch`)."""
+    from fa2.gluon import dispatch
+    return dispatch.choose(q, k, v, causal, scale)
+
+
 def kernel_for(q, k, v):
     """"fast" (chapter 6, Hopper: TMA, exp2, split loops) where it can run, else "generic" (chapter 5)."""
     if q.device.type == "cuda" and capability(q.device.index)[0] >= 9 and tma_compatible(q, k, v):

@@ -16,7 +16,7 @@ import torch
 from fa2._triton_compat import DirectLaunch, EncodedDescriptors, HostDescriptor
 from fa2.chapters.fast import _fa2_fast_kernel, fast_descriptors, fast_launch
 from fa2.chapters.forward import attention_forward
-from fa2.dispatch import kernel_for, select_config
+from fa2.dispatch import gluon_for, kernel_for, select_config
 from fa2.validate import check_attention_inputs, softmax_scale
 
 
@@ -86,8 +86,25 @@ class GenericPlan:
         return attention_forward(q, k, v, self.causal, self.scale, **self.config)
 
 
+class GluonPlan:
+    """The Gluon kernel (chapter 12, fa2/gluon/attention_hopper.py) with the rung and config its table chose."""
+
+    kernel = "gluon"
+
+    def __init__(self, causal, scale, choice):
+        self.causal, self.scale = causal, scale
+        self.rung, self.config = choice
+
+    def __call__(self, q, k, v):
+        from fa2.gluon.attention_hopper import attention_gluon
+        return attention_gluon(q, k, v, self.causal, self.scale, rung=self.rung, config=self.config)
+
+
 def make_plan(q, k, v, causal, scale):
     """A plan for these inputs (checked already): kernel, config and launch arguments fixed."""
+    choice = gluon_for(q, k, v, causal, scale)
+    if choice is not None:
+        return GluonPlan(causal, scale, choice)
     kernel = kernel_for(q, k, v)
     config = select_config(kernel, q, k, v, causal, scale)
     if kernel == "fast":

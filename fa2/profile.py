@@ -2,6 +2,7 @@
 
     python -m fa2.profile --out book/results                  # ceilings, timings, then ncu on every case
     python -m fa2.profile --out /tmp/p --studies kernels      # only the four kernels on the two shapes
+    python -m fa2.profile --out /tmp/p --studies gluon        # the Gluon kernel, fa2 and cuDNN at the money shot
     python -m fa2.profile --out /tmp/p --no-ncu               # ceilings and timings only (no ncu here)
 
 One run measures, on the GPU it runs on:
@@ -63,7 +64,12 @@ STUDY_CONFIGS = [  # chapter 6's kept and pruned configs (prune("fast", ..., 128
     dict(BLOCK_M=256, BLOCK_N=32, num_warps=4, num_stages=2),    # pruned: accumulator > 128 registers
     dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=4),   # pruned: over the shared-memory limit
 ]
-DECODE_SHAPE = dict(B=1, H=32, Hkv=8, N_Q=1, N_KV=32768, D=128)   # one query token, GQA 32 -> 8, 32k cache
+DECODE_SHAPE = dict(B=1, H=32, Hkv=8, N_Q=1, N_KV=32768, D=128)
+# the gluon study (chapter 12): the Gluon kernel's config that was fastest at the money shot in gpu/gluon_sweep.py,
+# beside chapter 6's kernel and cuDNN on the same problem
+GLUON_CONFIG = dict(rung=4, BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1)
+GLUON_PROVIDERS = ["gluon", "fa2", "sdpa_cudnn"]
+STUDIES = ("kernels", "configs", "decode", "gluon")   # one query token, GQA 32 -> 8, 32k cache
 SECTIONS = ["SpeedOfLight", "LaunchStats", "Occupancy", "WarpStateStats"]
 MATMUL_N = 8192                      # the matmul ceiling: (N, N) @ (N, N) bf16
 COPY_BYTES = 2**30                   # the copy ceiling: 1 GiB read and 1 GiB written per copy
@@ -83,7 +89,7 @@ CPU_MESSAGE = ("fa2.profile: needs a CUDA GPU and Nsight Compute (ncu). This mac
 class Case:
     """One thing to profile: a provider on one problem; q (B, H, N_Q, D), k and v (B, Hkv, N_KV, D)."""
     study: str                       # "kernels", "configs" or "decode"
-    provider: str                    # chapter5, fa2, sdpa_flash, sdpa_cudnn, fast (a chapter-6 config), decode
+    provider: str                    # chapter5, fa2, sdpa_flash, sdpa_cudnn, fast (a chapter-6 config), decode, gluon
     B: int
     H: int
     Hkv: int
@@ -92,7 +98,7 @@ class Case:
     D: int
     causal: bool
     dtype: str = "bf16"
-    config: str = ""                 # "BLOCK_M=128,BLOCK_N=64,num_warps=4,num_stages=2" for provider "fast"
+    config: str = ""                 # "BLOCK_M=128,BLOCK_N=64,num_warps=4,num_stages=2" for "fast", "rung=4,..." gluon
 
     def name(self):
         """Short text such as 'fa2 8×32×2048×128' for progress lines."""
@@ -126,6 +132,10 @@ def all_cases(studies):
         cases += [Case("configs", "fast", B, H, H, N, N, D, True, config=config_text(c)) for c in STUDY_CONFIGS]
     if "decode" in studies:
         cases.append(Case("decode", "decode", causal=False, **DECODE_SHAPE))
+    if "gluon" in studies:
+        B, H, N, D = CONFIG_SHAPE
+        cases += [Case("gluon", p, B, H, H, N, N, D, True, config=config_text(GLUON_CONFIG) if p == "gluon" else "")
+                  for p in GLUON_PROVIDERS]
     return cases
 
 
@@ -159,6 +169,11 @@ def build(case):
         from fa2.chapters.fast import attention_fast
         cfg = parse_config(case.config)
         return lambda q, k, v: attention_fast(q, k, v, case.causal, config=cfg, host_desc=True)[0]
+    if case.provider == "gluon":
+        from fa2.gluon.attention_hopper import attention_gluon
+        cfg = parse_config(case.config)
+        rung = cfg.pop("rung")
+        return lambda q, k, v: attention_gluon(q, k, v, case.causal, rung=rung, config=cfg)[0]
     if case.provider == "decode":
         decode = getattr(fa2, "decode", None)
         if decode is None:
@@ -471,7 +486,7 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m fa2.profile", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, help="folder for the CSVs (required unless --target)")
     parser.add_argument("--studies", default="kernels,configs,decode",
-                        help="comma list from kernels,configs,decode (default: all three)")
+                        help="comma list from kernels,configs,decode,gluon (default: the first three)")
     parser.add_argument("--no-ncu", action="store_true", help="measure ceilings and times only; no ncu")
     parser.add_argument("--ncu", help="path of the ncu executable (default: ncu on PATH)")
     parser.add_argument("--budget-s", type=float, default=280.0,
@@ -481,9 +496,9 @@ def parse_args(argv):
     parser.add_argument("--target", metavar="CASE_JSON", help=argparse.SUPPRESS)   # internal: run under ncu
     args = parser.parse_args(argv)
     args.studies = [s for s in args.studies.split(",") if s]
-    unknown = sorted(set(args.studies) - {"kernels", "configs", "decode"})
+    unknown = sorted(set(args.studies) - set(STUDIES))
     if unknown:
-        parser.error(f"unknown studies {unknown}; choose from kernels, configs, decode")
+        parser.error(f"unknown studies {unknown}; choose from {', '.join(STUDIES)}")
     if args.out is None and args.target is None:
         parser.error("--out DIR is required")
     args.command = "python -m fa2.profile " + shlex.join(argv)
@@ -536,7 +551,7 @@ def main(argv=None):
 
     cases = all_cases(args.studies)
     metrics_csv = Writer(args.out / "profile_metrics.csv", args.command)
-    writers = {"kernels": metrics_csv, "decode": metrics_csv}
+    writers = {"kernels": metrics_csv, "decode": metrics_csv, "gluon": metrics_csv}
     if "configs" in args.studies:
         writers["configs"] = Writer(args.out / "profile_configs.csv", args.command)
     failed, unlaunchable = set(), set()

@@ -1,17 +1,16 @@
 """Tile configs of the Gluon Hopper rungs (fa2/gluon/attention_hopper.py), timed beside their peers on an H200.
 
-    python gpu/gluon_sweep.py OUT [SECONDS] [NAME,...]   # OUT/gluon_sweep.csv, one row per (shape, provider)
-    python gpu/gluon_sweep.py pick OUT [COUNT]           # the best COUNT configs as gluon_check.py check arguments
+    python gpu/gluon_sweep.py OUT [SECONDS] [NAME,...] [SWEEP] [PEERS]  # a row per (shape, provider), see below
+    python gpu/gluon_sweep.py pick OUT [COUNT]       # the best COUNT configs as gluon_check.py check arguments
 
-The headline sweep (fa2.bench.headline_sweep: (8, 32, 2048, 128) bf16 causal first, 10 shapes) with, per shape,
-chapter 6's kernel (fa2.attention), SDPA FLASH and SDPA cuDNN, then every (rung, config) of CONFIGS; each output
-is checked against SDPA FLASH's (fa2.bench.measure) before it is timed. Rows are written as they are measured, and
-the sweep stops starting new shapes after SECONDS (default 200), so a time limit keeps what was done.
+SWEEP (default headline: fa2.bench.headline_sweep, (8, 32, 2048, 128) bf16 causal first, 10 shapes; or
+reference, the 96 shapes of fa2.bench.reference_sweep) with, per shape, the PEERS (default fa2,sdpa_flash,sdpa_cudnn:
+chapter 6's kernel through fa2.attention and SDPA's two backends), then every (rung, config) of NAMES (default: all
+of CONFIGS); each output is checked against SDPA FLASH's (fa2.bench.measure) before it is timed. Rows are written
+as they are measured (OUT/gluon_sweep.csv for the headline sweep, OUT/gluon_reference.csv for the reference one),
+and the sweep stops starting new shapes after SECONDS (default 200), so a time limit keeps what was done.
 
-Why these configs: the Triton kernel's shipped table picks one warpgroup (4 warps) with 64- or 128-row query
-tiles on the H200 (two or three programs per SM, whose softmax and matrix products interleave), while the rungs'
-default is one 128-row program of 8 warps per SM. Shared memory per program (D = 128, bf16): Q 16 KB per 64
-rows, each buffer of K and V 16 KB per 64 keys.
+The configs and why they were chosen: fa2/gluon/candidates.py.
 """
 
 import argparse
@@ -21,24 +20,10 @@ import sys
 import time
 from pathlib import Path
 
-# name: (rung, config)   m: BLOCK_M, n: BLOCK_N, b: K/V buffers, w: consumer warps
-CONFIGS = {
-    "r1_m64n64b2w4": (1, dict(BLOCK_M=64, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4)),
-    "r1_m128n64b2w4": (1, dict(BLOCK_M=128, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4)),
-    "r1_m64n128b2w4": (1, dict(BLOCK_M=64, BLOCK_N=128, NUM_BUFFERS=2, num_warps=4)),
-    "r2_m64n64b2w4": (2, dict(BLOCK_M=64, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4)),
-    "r2_m64n128b2w4": (2, dict(BLOCK_M=64, BLOCK_N=128, NUM_BUFFERS=2, num_warps=4)),
-    "r3_m64n64b2w4": (3, dict(BLOCK_M=64, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4, maxnreg=128)),
-    "r3_m64n128b2w4": (3, dict(BLOCK_M=64, BLOCK_N=128, NUM_BUFFERS=2, num_warps=4, maxnreg=128)),
-    # rung 4: two 64-row consumer warpgroups and the producer in one 128-row program (12 warps)
-    "r4": (4, {}),
-    "r4_pingpong": (4, dict(PINGPONG=1)),
-    "r4_n64b2": (4, dict(BLOCK_N=64)),
-    "r4_n64b3_pingpong": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1)),
-}
+from fa2.gluon.candidates import CONFIGS   # name: (rung, config)
 
 
-def providers(names):
+def providers(names, peers=("fa2", "sdpa_flash", "sdpa_cudnn")):
     from fa2 import bench as fb
     from fa2.gluon.attention_hopper import attention_gluon
 
@@ -46,20 +31,24 @@ def providers(names):
         return lambda shape: (lambda q, k, v: attention_gluon(q, k, v, shape.causal, rung=rung, config=config)[0])
 
     known = fb.all_providers()
-    found = [known["fa2"], known["sdpa_flash"], known["sdpa_cudnn"]]
+    found = [known[name] for name in peers]
     for name in names:
         rung, config = CONFIGS[name]
         found.append(fb.Provider(f"gluon_{name}", f"Gluon rung {rung} {config}", gluon(rung, config)))
     return found
 
 
-def main(out, seconds=200.0, names=None):
+def main(out, seconds=200.0, names=None, sweep="headline", peers=("fa2", "sdpa_flash", "sdpa_cudnn")):
     from fa2 import bench as fb
 
     names = names or list(CONFIGS)
-    args = argparse.Namespace(warmup_ms=25.0, rep_ms=100.0, command=f"python gpu/gluon_sweep.py OUT {seconds:g}")
+    shapes = {"headline": fb.headline_sweep, "reference": fb.reference_sweep}[sweep]()
+    shapes = sorted(shapes, key=lambda shape: shape.dtype != "bf16")   # bf16 first: a cut-short run keeps it
+    args = argparse.Namespace(warmup_ms=25.0, rep_ms=100.0 if sweep == "headline" else 50.0,
+                              command=f"python gpu/gluon_sweep.py OUT {seconds:g} {','.join(names)} {sweep} "
+                                      f"{','.join(peers)}")
     start = time.monotonic()
-    path = Path(out) / "gluon_sweep.csv"
+    path = Path(out) / ("gluon_sweep.csv" if sweep == "headline" else f"gluon_{sweep}.csv")
     rows = []
     with open(path, "w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=fb.COLUMNS, extrasaction="ignore")
@@ -70,14 +59,14 @@ def main(out, seconds=200.0, names=None):
             file.flush()
             rows.append(row)
             print(f"{row['provider']:22s} {row['B']}x{row['H']}x{row['N_Q']}x{row['D']} causal={row['causal']!s:5} "
-                  f"{row['ms'] or '-':>9} ms {row['tflops'] or '-':>8} TFLOP/s {row['check']} {row['error'][:80]}",
-                  flush=True)
+                  f"{row['dtype']} {row['ms'] or '-':>9} ms {row['tflops'] or '-':>8} TFLOP/s {row['check']} "
+                  f"{row['error'][:80]}", flush=True)
 
-        for shape in fb.headline_sweep():
+        for shape in shapes:
             if time.monotonic() - start > seconds:
                 print(f"stopped after {time.monotonic() - start:.0f} s: shapes left untimed", flush=True)
                 break
-            fb.run_sweep("gluon_sweep", [shape], providers(names), args, write)
+            fb.run_sweep(f"gluon_{sweep}", [shape], providers(names, peers), args, write)
     summary(rows)
     return 0 if all(row["check"] == "ok" for row in rows) else 1
 
@@ -86,7 +75,8 @@ def summary(rows):
     """Per shape: the best config's ms and its ratio to fa2 and cuDNN (ms ratios: above 1 = the rung is faster)."""
     table = {}
     for row in rows:
-        table.setdefault((row["B"], row["H"], row["N_Q"], row["D"], row["causal"]), {})[row["provider"]] = row
+        table.setdefault((row["B"], row["H"], row["N_Q"], row["D"], row["causal"], row["dtype"]), {})[
+            row["provider"]] = row
     ms = lambda row: float(row["ms"]) if row and row["ms"] and row["check"] == "ok" else None
     for key, cells in table.items():
         rungs = {p: ms(r) for p, r in cells.items() if p.startswith("gluon_") and ms(r)}
@@ -94,10 +84,11 @@ def summary(rows):
             print(key, "no rung ran")
             continue
         best = min(rungs, key=rungs.get)
-        fa2_ms, cudnn_ms = ms(cells.get("fa2")), ms(cells.get("sdpa_cudnn"))
-        print(f"{key}: best {best} {rungs[best]:.4f} ms; fa2 {fa2_ms} (fa2/best {fa2_ms / rungs[best]:.3f}); "
-              f"cuDNN {cudnn_ms} (cuDNN/best {cudnn_ms / rungs[best]:.3f})" if fa2_ms and cudnn_ms else
-              f"{key}: best {best} {rungs[best]:.4f} ms")
+        line = f"{key}: best {best} {rungs[best]:.4f} ms"
+        for peer in ("fa2", "sdpa_cudnn"):
+            if ms(cells.get(peer)):
+                line += f"; {peer} {ms(cells[peer])} ({peer}/best {ms(cells[peer]) / rungs[best]:.3f})"
+        print(line)
 
 
 def pick(out, count=2):
@@ -122,5 +113,6 @@ def pick(out, count=2):
 if __name__ == "__main__":
     if sys.argv[1] == "pick":
         sys.exit(pick(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 2))
-    sys.exit(main(sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else 200.0,
-                  sys.argv[3].split(",") if len(sys.argv) > 3 else None))
+    argv = sys.argv[1:] + [""] * 5
+    sys.exit(main(argv[0], float(argv[1] or 200.0), argv[2].split(",") if argv[2] else None, argv[3] or "headline",
+                  tuple(argv[4].split(",")) if argv[4] else ("fa2", "sdpa_flash", "sdpa_cudnn")))

@@ -4,6 +4,8 @@ import sys
 import time
 from pathlib import Path
 
+import inspect
+
 import pytest
 
 from fa2 import profile, runtime
@@ -134,3 +136,18 @@ def test_ncu_run_drops_a_refused_metric_and_reads_the_report(tmp_path):
     assert command[1:7] == ["--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all"]
     assert command[-3:-1] == ["fa2.profile", "--target"] and profile.Case(**json.loads(command[-1])) == case
     assert profile.rejected_metrics(metrics, "==ERROR== the application returned an error code (1)") == []
+
+
+def test_gluon_study_profiles_the_dispatched_gluon_config_beside_fa2_and_cudnn():
+    """--studies gluon: the money shot through the Gluon kernel's best config (gpu/gluon_sweep.py, rung 4 with
+    ping-pong), chapter 6's kernel and cuDNN, so chapter 12 reads their tensor-pipe use from one run."""
+    cases = profile.all_cases(["gluon"])
+    assert [(c.provider, c.B, c.H, c.N_Q, c.D, c.causal) for c in cases] == [
+        (p, 8, 32, 2048, 128, True) for p in ("gluon", "fa2", "sdpa_cudnn")]
+    gluon = profile.parse_config(cases[0].config)
+    assert gluon == profile.GLUON_CONFIG and gluon["rung"] == 4
+    with pytest.raises(SystemExit):
+        profile.parse_args(["--out", "x", "--studies", "gluon,nonesuch"])
+    assert profile.parse_args(["--out", "x", "--studies", "gluon"]).studies == ["gluon"]
+    source = inspect.getsource(profile.main)     # every study's rows have a CSV to go to
+    assert all(f'"{study}": ' in source for study in ("kernels", "decode", "gluon"))

@@ -1,0 +1,24 @@
+"""The Gluon kernel's candidate configs (fa2/gluon/attention_hopper.py), by name: what gpu/gluon_sweep.py times and
+fa2.gluon.dispatch may ship. Plain data: importing this needs no Gluon.
+
+Why these: chapter 6's table picks one warpgroup (4 warps) with 64- or 128-row query tiles on the H200 (two or
+three programs per SM, whose softmax and matrix products interleave), while the rungs' default is one 128-row
+program of 8 warps per SM. Shared memory per program (D = 128, bf16): Q 16 KB per 64 rows, each buffer of K and V
+16 KB per 64 keys.
+"""
+
+# name: (rung, config)   m: BLOCK_M, n: BLOCK_N, b: K/V buffers, w: consumer warps
+CONFIGS = {
+    "r1_m64n64b2w4": (1, dict(BLOCK_M=64, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4)),
+    "r1_m128n64b2w4": (1, dict(BLOCK_M=128, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4)),
+    "r1_m64n128b2w4": (1, dict(BLOCK_M=64, BLOCK_N=128, NUM_BUFFERS=2, num_warps=4)),
+    "r2_m64n64b2w4": (2, dict(BLOCK_M=64, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4)),
+    "r2_m64n128b2w4": (2, dict(BLOCK_M=64, BLOCK_N=128, NUM_BUFFERS=2, num_warps=4)),
+    "r3_m64n64b2w4": (3, dict(BLOCK_M=64, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4, maxnreg=128)),
+    "r3_m64n128b2w4": (3, dict(BLOCK_M=64, BLOCK_N=128, NUM_BUFFERS=2, num_warps=4, maxnreg=128)),
+    # rung 4: two 64-row consumer warpgroups and the producer in one 128-row program (12 warps)
+    "r4": (4, {}),
+    "r4_pingpong": (4, dict(PINGPONG=1)),
+    "r4_n64b2": (4, dict(BLOCK_N=64)),
+    "r4_n64b3_pingpong": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1)),
+}

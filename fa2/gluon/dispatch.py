@@ -1,0 +1,160 @@
+"""Where `fa2.attention` runs the Gluon kernel instead of chapter 6's: a shipped table of measured shape families.
+
+    fa2/configs/<GPU name>.gluon.json   {"device", "command", "threshold", "families": [family, ...]}
+    family: {"D", "dtype", "causal", "N", "BH", "rung", "config", "gluon_ms", "fa2_ms", "speedup"}
+
+Each family is one shape of the reference sweep (B·H = "BH" programs' worth of heads, N_Q = N_KV = "N") where,
+in one run of ``python gpu/gluon_sweep.py OUT SECONDS NAMES reference fa2`` on that GPU, the fastest Gluon config
+beat chapter 6's kernel by at least ``threshold`` (time ratio) with its output checked against SDPA FLASH. Only
+configs that passed gpu/gluon_check.py's fp64 check on every case (book/results/gluon_check.csv) may be listed;
+``python -m fa2.gluon.dispatch CSV OUT_JSON`` builds the table from such a run.
+
+A call is dispatched when everything the measurement covered holds -- an sm_90 GPU, a Triton with the Gluon API,
+fp16/bf16, D 64 or 128, N_Q == N_KV, as many KV heads as query heads, TMA-compatible tensors -- and its nearest
+family (log distance in N and in B·H, same D, dtype and causal) is listed and no farther than a factor of 2 in
+either. Everything else keeps chapter 6's kernel: the table never extrapolates past the shapes it measured.
+"""
+
+import csv
+import functools
+import json
+import math
+import sys
+from pathlib import Path
+
+MAX_LOG2_DISTANCE = 1.0          # a call this far (a factor of 2) from a measured family's N or B·H is not covered
+THRESHOLD = 1.03                 # chapter 6's time / the Gluon config's: listed only above this
+SHIPPED_DIR = Path(__file__).resolve().parents[1] / "configs"
+
+
+def table_file_name(device_name):
+    """'NVIDIA H200' -> 'NVIDIA_H200.gluon.json' (chapter 6's file name with a .gluon suffix)."""
+    return "".join(c if c.isalnum() else "_" for c in device_name) + ".gluon.json"
+
+
+@functools.lru_cache(maxsize=None)
+def shipped_families(device_name):
+    """The families of the shipped table for this GPU, [] when there is none."""
+    path = SHIPPED_DIR / table_file_name(device_name)
+    if not path.exists():
+        return []
+    return json.loads(path.read_text())["families"]
+
+
+def nearest_family(families, D, dtype, causal, N, BH):
+    """The listed family nearest to (N, B·H) among those of this D, dtype and causal, or None when none is within
+    MAX_LOG2_DISTANCE in both."""
+    best, best_distance = None, None
+    for family in families:
+        if (family["D"], family["dtype"], family["causal"]) != (D, dtype, causal):
+            continue
+        dn, dbh = abs(math.log2(N / family["N"])), abs(math.log2(BH / family["BH"]))
+        if dn > MAX_LOG2_DISTANCE or dbh > MAX_LOG2_DISTANCE:
+            continue
+        if best is None or dn + dbh < best_distance:
+            best, best_distance = family, dn + dbh
+    return best
+
+
+def _dtype_name(dtype):
+    return {"torch.bfloat16": "bf16", "torch.float16": "fp16"}.get(str(dtype))
+
+
+def gluon_choice(q, k, v, causal, scale, families):
+    """(rung, config) for this call from `families`, or None (chapter 6's kernel). Shapes and flags only; a
+    negative scale stays on chapter 6's kernel (the Gluon kernel's mask-free tiles take the row maximum of the raw
+    scores and scale it afterwards, which is the maximum of the scaled scores only for scale > 0)."""
+    B, H, N_Q, D = q.shape
+    if D not in (64, 128) or k.shape[2] != N_Q or k.shape[1] != H or _dtype_name(q.dtype) is None:
+        return None
+    if not scale > 0:
+        return None
+    family = nearest_family(families, D, _dtype_name(q.dtype), bool(causal), N_Q, B * H)
+    return None if family is None else (family["rung"], dict(family["config"]))
+
+
+def choose(q, k, v, causal, scale):
+    """gluon_choice against this GPU's shipped table, where the Gluon kernels can run at all (sm_90, Gluon API,
+    TMA-compatible tensors); None elsewhere."""
+    from fa2 import gluon, runtime
+    from fa2.chapters.fast import tma_compatible
+    from fa2.validate import capability
+
+    if q.device.type != "cuda" or runtime.INTERPRET or capability(q.device.index) != (9, 0):
+        return None
+    if not gluon.available()[0] or not tma_compatible(q, k, v):
+        return None
+    import torch
+    return gluon_choice(q, k, v, causal, scale, shipped_families(torch.cuda.get_device_name(q.device.index)))
+
+
+# ------------------------------------------------------------------------------------------- building a table
+
+def build_families(rows, names, threshold=THRESHOLD):
+    """Families from a gluon_sweep.py reference run's rows: per shape, the fastest Gluon provider among `names`
+    ({provider: (rung, config)}, the configs fp64-checked) when it beats the 'fa2' row by `threshold`."""
+    shapes = {}
+    for row in rows:
+        if row["check"] == "ok" and row["ms"] and row["Hkv"] == row["H"] and row["N_Q"] == row["N_KV"]:
+            key = (int(row["D"]), row["dtype"], row["causal"] == "True", int(row["N_Q"]),
+                   int(row["B"]) * int(row["H"]))
+            shapes.setdefault(key, {})[row["provider"]] = float(row["ms"])
+    families = []
+    for (D, dtype, causal, N, BH), times in shapes.items():
+        gluon = {p: ms for p, ms in times.items() if p in names}
+        if "fa2" not in times or not gluon:
+            continue
+        best = min(gluon, key=gluon.get)
+        speedup = times["fa2"] / gluon[best]
+        if speedup >= threshold:
+            rung, config = names[best]
+            families.append(dict(D=D, dtype=dtype, causal=causal, N=N, BH=BH, rung=rung, config=config,
+                                 provider=best, gluon_ms=gluon[best], fa2_ms=times["fa2"],
+                                 speedup=round(speedup, 4)))
+    return families
+
+
+CHECKED = Path(__file__).resolve().parents[2] / "book" / "results" / "gluon_check.csv"
+CHECK_CASES = 96                 # gpu/gluon_check.py check: 12 shapes x D 64/128 x fp16/bf16 x causal or not
+
+
+def config_text(config):
+    """A candidate config as gpu/gluon_check.py writes it in its config column: 'BLOCK_N=64 PINGPONG=1'."""
+    return " ".join(f"{key}={int(value)}" for key, value in config.items())
+
+
+def checked(path=CHECKED):
+    """{(rung, config text)} of the configs that passed every one of gpu/gluon_check.py's fp64 cases in `path`."""
+    cases = {}
+    for row in csv.DictReader(open(path, newline="")):
+        cases.setdefault((int(row["rung"]), row["config"]), []).append(row["check"] == "ok")
+    return {key for key, oks in cases.items() if len(oks) == CHECK_CASES and all(oks)}
+
+
+def candidates(checked_configs):
+    """{provider name in a gluon_sweep.py CSV: (rung, config)} of the candidates that passed the fp64 check."""
+    from fa2.gluon.candidates import CONFIGS
+    return {f"gluon_{name}": (rung, config) for name, (rung, config) in CONFIGS.items()
+            if (rung, config_text(config)) in checked_configs}
+
+
+def main(argv=None):
+    """python -m fa2.gluon.dispatch CSV OUT_JSON: the table of a gluon_sweep.py reference run."""
+    argv = sys.argv[1:] if argv is None else argv
+    csv_path, out = Path(argv[0]), Path(argv[1])
+    rows = list(csv.DictReader(open(csv_path, newline="")))
+    names = candidates(checked())
+    families = build_families(rows, names)
+    table = dict(device=rows[0]["device"], command=rows[0]["command"], source=csv_path.name, threshold=THRESHOLD,
+                 families=families)
+    out.write_text(json.dumps(table, indent=1) + "\n")
+    print(f"{len(families)} families of {len({(r['D'], r['dtype'], r['causal'], r['N_Q'], r['B']) for r in rows})} "
+          f"shapes dispatched to Gluon -> {out}")
+    for f in families:
+        print(f"  D={f['D']} {f['dtype']} causal={f['causal']} N={f['N']} B*H={f['BH']}: {f['provider']} "
+              f"{f['speedup']:.3f}x chapter 6's kernel")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -66,9 +66,9 @@ STUDY_CONFIGS = [  # chapter 6's kept and pruned configs (prune("fast", ..., 128
 ]
 DECODE_SHAPE = dict(B=1, H=32, Hkv=8, N_Q=1, N_KV=32768, D=128)
 # the gluon study (chapter 12): the Gluon kernel's config that was fastest at the money shot in gpu/gluon_sweep.py,
-# beside chapter 6's kernel and cuDNN on the same problem
+# beside chapter 6's kernel (not "fa2": fa2.attention may itself run the Gluon kernel there) and cuDNN
 GLUON_CONFIG = dict(rung=4, BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1)
-GLUON_PROVIDERS = ["gluon", "fa2", "sdpa_cudnn"]
+GLUON_PROVIDERS = ["gluon", "chapter6", "sdpa_cudnn"]   # chapter6: fa2.attention's plan with the Gluon dispatch off
 STUDIES = ("kernels", "configs", "decode", "gluon")   # one query token, GQA 32 -> 8, 32k cache
 SECTIONS = ["SpeedOfLight", "LaunchStats", "Occupancy", "WarpStateStats"]
 MATMUL_N = 8192                      # the matmul ceiling: (N, N) @ (N, N) bf16
@@ -89,7 +89,8 @@ CPU_MESSAGE = ("fa2.profile: needs a CUDA GPU and Nsight Compute (ncu). This mac
 class Case:
     """One thing to profile: a provider on one problem; q (B, H, N_Q, D), k and v (B, Hkv, N_KV, D)."""
     study: str                       # "kernels", "configs" or "decode"
-    provider: str                    # chapter5, fa2, sdpa_flash, sdpa_cudnn, fast (a chapter-6 config), decode, gluon
+    provider: str                    # chapter5, fa2, sdpa_flash, sdpa_cudnn, fast (a chapter-6 config), decode, gluon,
+    #                                  chapter6 (fa2.attention's plan with the Gluon dispatch off)
     B: int
     H: int
     Hkv: int
@@ -169,6 +170,18 @@ def build(case):
         from fa2.chapters.fast import attention_fast
         cfg = parse_config(case.config)
         return lambda q, k, v: attention_fast(q, k, v, case.causal, config=cfg, host_desc=True)[0]
+    if case.provider == "chapter6":
+        from fa2.gluon.dispatch import disabled
+        from fa2.plan import make_plan
+        from fa2.validate import softmax_scale
+        plans = {}
+
+        def chapter6(q, k, v):
+            if "plan" not in plans:
+                with disabled():
+                    plans["plan"] = make_plan(q, k, v, case.causal, softmax_scale(q.shape[-1], None))
+            return plans["plan"](q, k, v)[0]
+        return chapter6
     if case.provider == "gluon":
         from fa2.gluon.attention_hopper import attention_gluon
         cfg = parse_config(case.config)

@@ -7,6 +7,7 @@ from pathlib import Path
 import inspect
 
 import pytest
+import torch
 
 from fa2 import profile, runtime
 from fa2.chapters.autotune import prune
@@ -138,12 +139,22 @@ def test_ncu_run_drops_a_refused_metric_and_reads_the_report(tmp_path):
     assert profile.rejected_metrics(metrics, "==ERROR== the application returned an error code (1)") == []
 
 
-def test_gluon_study_profiles_the_dispatched_gluon_config_beside_fa2_and_cudnn():
+def test_gluon_study_profiles_the_gluon_config_beside_chapter6_and_cudnn(monkeypatch):
     """--studies gluon: the money shot through the Gluon kernel's best config (gpu/gluon_sweep.py, rung 4 with
-    ping-pong), chapter 6's kernel and cuDNN, so chapter 12 reads their tensor-pipe use from one run."""
+    ping-pong), chapter 6's kernel and cuDNN, so chapter 12 reads their tensor-pipe use from one run. Chapter 6's
+    kernel is fa2.attention's plan made with the Gluon dispatch off: "fa2" could be the Gluon kernel itself (the
+    first run profiled it twice that way)."""
     cases = profile.all_cases(["gluon"])
     assert [(c.provider, c.B, c.H, c.N_Q, c.D, c.causal) for c in cases] == [
-        (p, 8, 32, 2048, 128, True) for p in ("gluon", "fa2", "sdpa_cudnn")]
+        (p, 8, 32, 2048, 128, True) for p in ("gluon", "chapter6", "sdpa_cudnn")]
+    from fa2 import plan as fa2_plan
+    from fa2.gluon import dispatch
+    asked = []
+    monkeypatch.setattr(fa2_plan, "make_plan", lambda q, k, v, causal, scale: asked.append(dispatch.ENABLED)
+                        or (lambda q, k, v: ("o", "lse")))
+    run = profile.build(cases[1])
+    q = torch.randn(1, 2, 8, 16)
+    assert run(q, q, q) == "o" and run(q, q, q) == "o" and asked == [False] and dispatch.ENABLED
     gluon = profile.parse_config(cases[0].config)
     assert gluon == profile.GLUON_CONFIG and gluon["rung"] == 4
     with pytest.raises(SystemExit):

@@ -142,7 +142,7 @@ def test_prune_sizes_the_tiles_each_kernel_runs():
 
 def test_shipped_tables_are_well_formed():
     for path in autotune.SHIPPED_DIR.glob("*.json"):
-        if path.name.endswith(".varlen.json"):      # chapter 10's tables: tests/test_varlen_configs.py
+        if path.name.endswith((".varlen.json", ".gluon.json")):   # chapters 10 and 12: tests of their own
             continue
         table = json.loads(path.read_text())
         assert table["configs"], path

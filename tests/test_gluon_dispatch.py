@@ -140,6 +140,7 @@ def test_shipped_table_is_its_measurement(table):
     rebuilt = dispatch.build_families(read(shipped["source"]), dispatch.candidates(dispatch.checked()),
                                       shipped["threshold"], others=[read(name) for name in shipped["others"]])
     assert rebuilt == shipped["families"]
+    assert shipped["configs"] == dispatch.configs_of(rebuilt) and shipped["command"] and shipped["triton"]
     gluon = [f for f in shipped["families"] if f["rung"] is not None]
     assert gluon, "a table without a Gluon family should not be shipped"
     done = dispatch.checked()

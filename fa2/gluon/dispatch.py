@@ -1,6 +1,7 @@
 """Where `fa2.attention` runs the Gluon kernel instead of chapter 6's: a shipped table of measured shape families.
 
-    fa2/configs/<GPU name>.gluon.json   {"device", "command", "source", "others", "threshold", "families": [...]}
+    fa2/configs/<GPU name>.gluon.json   {"device", "command", "torch", "triton", "source", "others", "threshold",
+                                         "configs": {key: config}, "families": [...]}
     family: {"D", "dtype", "causal", "N", "BH", "rung", "config", "fa2_ms", "provider", "gluon_ms", "speedup", ...}
 
 There is one family per shape of the reference sweep (B·H = "BH" heads in all, N_Q = N_KV = "N") timed in one run
@@ -16,7 +17,9 @@ fp16/bf16, D 64 or 128, N_Q == N_KV, as many KV heads as query heads, a positive
 and the nearest measured shape (log distance in N and in B·H, same D, dtype and causal; no farther than a factor
 of 2 in either) has a Gluon config. Everything else keeps chapter 6's kernel: the table never extrapolates past
 the shapes it measured, and a shape between a Gluon win and a chapter-6 win goes to the nearer one.
-``ENABLED = False`` (or the environment variable FA2_GLUON=0 at import) turns the dispatch off.
+"configs" repeats the Gluon families as {"gluon/D128/bf16/causal/N8192/BH256": {"rung": 4, ...}}, the form every
+table under fa2/configs/ has. ``ENABLED = False`` (or the environment variable FA2_GLUON=0 at import) turns the
+dispatch off.
 """
 
 import contextlib
@@ -150,6 +153,18 @@ def build_families(rows, names, threshold=THRESHOLD, others=()):
     return families
 
 
+def family_key(family):
+    """'gluon/D128/bf16/causal/N8192/BH256': a family as a key of the table's "configs" (the shape of chapter 6's
+    and chapter 10's tables, which `fa2/configs/*.json` readers share)."""
+    return (f"gluon/D{family['D']}/{family['dtype']}/{'causal' if family['causal'] else 'full'}/N{family['N']}/"
+            f"BH{family['BH']}")
+
+
+def configs_of(families):
+    """{family key: {"rung", **config}} of the families that run the Gluon kernel."""
+    return {family_key(f): dict(rung=f["rung"], **f["config"]) for f in families if f["rung"] is not None}
+
+
 CHECKED = Path(__file__).resolve().parents[2] / "book" / "results" / "gluon_check.csv"
 CHECK_CASES = 96                 # gpu/gluon_check.py check: 12 shapes x D 64/128 x fp16/bf16 x causal or not
 
@@ -182,8 +197,9 @@ def main(argv=None):
     read = lambda path: list(csv.DictReader(open(path, newline="")))
     rows = read(csv_path)
     families = build_families(rows, candidates(checked()), others=[read(p) for p in other_paths])
-    table = dict(device=rows[0]["device"], command=rows[0]["command"], source=csv_path.name,
-                 others=[p.name for p in other_paths], threshold=THRESHOLD, families=families)
+    table = dict(device=rows[0]["device"], command=rows[0]["command"], torch=rows[0]["torch"],
+                 triton=rows[0]["triton"], source=csv_path.name, others=[p.name for p in other_paths],
+                 threshold=THRESHOLD, configs=configs_of(families), families=families)
     out.write_text(json.dumps(table, indent=1) + "\n")
     listed = [f for f in families if f["rung"] is not None]
     print(f"{len(listed)} of {len(families)} measured shapes run the Gluon kernel -> {out}")

@@ -98,3 +98,20 @@ def test_the_varlen_and_window_line_is_their_csvs():
             f"window over 32k tokens {truncated(windowed['fa2'] / windowed['flex'])}× FlexAttention, at "
             f"{truncated(windowed['fa2'] / plain['fa2'])} of plain causal fa2's rate on visible scores")
     assert line in README
+
+
+def test_the_gluon_line_is_the_shipped_table_and_gluon_sweep_csv():
+    import json
+    table = json.loads((ROOT / "fa2" / "configs" / "NVIDIA_H200.gluon.json").read_text())
+    gluon = [f for f in table["families"] if f["rung"] is not None]
+    speedups = [f["speedup"] for f in gluon]
+    geomean = math.exp(sum(map(math.log, speedups)) / len(speedups))
+    assert (f"`fa2.attention` runs it at {len(gluon)} of the {len(table['families'])} shapes measured, where it was "
+            f"{truncated(min(speedups))}–{truncated(max(speedups))}× chapter 6's kernel (geometric mean "
+            f"{truncated(geomean)})") in README
+    rows = [r for r in csv.DictReader(open(RESULTS / "gluon_sweep.csv"))
+            if (r["B"], r["N_Q"], r["D"], r["causal"]) == ("8", "2048", "128", "True")]
+    ms = {r["provider"]: float(r["ms"]) for r in rows}
+    best = min(t for p, t in ms.items() if p.startswith("gluon_"))
+    assert (f"At the headline shape the best Gluon config ran {truncated(ms['fa2'] / best)}× chapter 6's kernel and "
+            f"{truncated(ms['sdpa_cudnn'] / best)}× cuDNN") in README

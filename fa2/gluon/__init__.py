@@ -1,5 +1,6 @@
-"""FlashAttention forward kernels written in Triton's Gluon dialect (Hopper, sm_90): preparation for FA3's
-techniques. Experimental and UNMEASURED: nothing here is wired into ``fa2.attention``.
+"""FlashAttention forward kernels written in Triton's Gluon dialect (Hopper, sm_90): FlashAttention-3's techniques,
+chapter 12. ``fa2.attention`` runs them on an sm_90 GPU only where ``fa2.gluon.dispatch``'s shipped table lists the
+call's shape as measured faster than chapter 6's kernel and checked; everywhere else it keeps chapter 6's kernel.
 
 Import ``fa2.gluon.attention_hopper`` for the kernels; this package itself imports nothing heavy, so that
 ``import fa2.gluon`` works on a Triton without Gluon (``available()`` says whether the kernels can be built).

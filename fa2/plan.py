@@ -97,7 +97,8 @@ class GluonPlan:
 
     def __call__(self, q, k, v):
         from fa2.gluon.attention_hopper import attention_gluon
-        return attention_gluon(q, k, v, self.causal, self.scale, rung=self.rung, config=self.config)
+        with torch.cuda.device(q.device):              # the JIT launches on the current device
+            return attention_gluon(q, k, v, self.causal, self.scale, rung=self.rung, config=self.config)
 
 
 def make_plan(q, k, v, causal, scale):

@@ -1,5 +1,6 @@
 """fa2.gluon.dispatch: which calls fa2.attention sends to the Gluon kernel (CPU: the table and the rule; the kernel
 itself runs only on an sm_90 GPU, where chapter 12 and gpu/gluon_check.py run it)."""
+import contextlib
 import csv
 import json
 from pathlib import Path
@@ -106,10 +107,12 @@ def test_plan_runs_the_gluon_kernel_when_the_table_chooses_it(monkeypatch):
     monkeypatch.setattr(attention_hopper, "attention_gluon",
                         lambda q, k, v, causal, scale, rung, config: calls.append((causal, scale, rung, config))
                         or ("o", "lse"))
+    monkeypatch.setattr(torch.cuda, "device", lambda device: calls.append(("on", device.type))
+                        or contextlib.nullcontext())   # the launch runs on q's GPU (no GPU here: recorded)
     q = torch.randn(1, 2, 64, 64)
     made = fa2_plan.make_plan(q, q, q, True, 0.125)
     assert made.kernel == "gluon" and made(q, q, q) == ("o", "lse")
-    assert calls == [(True, 0.125, 4, {"PINGPONG": 1})]
+    assert calls == [("on", "cpu"), (True, 0.125, 4, {"PINGPONG": 1})]
     monkeypatch.setattr(dispatch, "choose", lambda *args: None)
     assert fa2_plan.make_plan(q, q, q, True, 0.125).kernel != "gluon"
 

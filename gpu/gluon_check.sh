@@ -1,6 +1,6 @@
 #!/bin/bash
-# On an H200 (sm_90): the Gluon Hopper rungs of fa2/gluon/attention_hopper.py (rungs 1-3 have run on an H200 once,
-# all correct; rung 4 never has). Under ~5 1/3 minutes: each step has a time limit, so a hung rung cannot take the
+# On an H200 (sm_90): the Gluon Hopper rungs of fa2/gluon/attention_hopper.py (all have run on an H200, all
+# correct: book/results/gluon_check.csv). Under ~5 1/3 minutes: each step has a time limit, so a hung rung cannot take the
 # later steps with it, and no timing step starts once 230 s have passed (worst case 230 + 35 + 50 s + summary).
 #   1. gpu/gluon_check.py check: each rung of GLUON_CHECK (one process each) over 12 shapes x D 64/128 x
 #      bf16/fp16 x causal/not against fp64 (derived bounds, LSE, NaN fails) and <= 2x SDPA FLASH's error; ptxas

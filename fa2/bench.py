@@ -9,7 +9,8 @@
     python -m fa2.bench --sweep window                      # sliding window at N = 32k (fa2/bench_dropin.py)
     python -m fa2.bench --sweep tiny                        # CPU: Triton interpreter vs SDPA's math backend
 
-Providers: ``fa2`` (``fa2.attention``), ``fa2@v0`` ... ``fa2@v5`` (chapter 6's ladder, ``fa2.ladder``), ``sdpa_flash`` (SDPA's FLASH backend: the FA2 kernels vendored in
+Providers: ``fa2`` (``fa2.attention``), ``fa2_ch6`` (``fa2.attention``'s plan with chapter 12's Gluon dispatch off:
+chapter 6's kernel), ``fa2@v0`` ... ``fa2@v5`` (chapter 6's ladder, ``fa2.ladder``), ``sdpa_flash`` (SDPA's FLASH backend: the FA2 kernels vendored in
 PyTorch), ``sdpa_cudnn``, ``sdpa_efficient``, ``sdpa_math``, ``flash_attn`` (``flash_attn_func`` on
 (B, N, H, D) inputs, when importable) and ``flex`` (``torch.compile(flex_attention)``, CUDA only). The default
 is every provider that can run here: on the CPU only ``fa2`` and ``sdpa_math``.
@@ -148,6 +149,20 @@ def build_fa2(shape):
     return lambda q, k, v: attention(q, k, v, causal=shape.causal)
 
 
+def build_fa2_ch6(shape):
+    """fa2.attention's plan made with the Gluon dispatch off (fa2.plan.chapter6_plan): chapter 6's kernel, to time
+    beside fa2 where fa2/configs/<GPU>.gluon.json sends fa2.attention to chapter 12's Gluon kernel."""
+    from fa2.plan import chapter6_plan
+    plans = {}
+
+    def run(q, k, v):
+        key = (q.shape, q.stride(), q.dtype)
+        if key not in plans:
+            plans[key] = chapter6_plan(q, k, v, shape.causal, None)
+        return plans[key](q, k, v)[0]
+    return run
+
+
 def build_sdpa(shape):
     """F.scaled_dot_product_attention; the backend is chosen by the provider's context."""
     gqa = {"enable_gqa": True} if shape.Hkv != shape.H else {}
@@ -205,6 +220,7 @@ def all_providers():
     version = flash_attn_version()
     return {p.name: p for p in [
         Provider("fa2", "fa2 (Triton)", build_fa2),
+        Provider("fa2_ch6", "fa2, chapter 6's kernel (no Gluon dispatch)", build_fa2_ch6),
         Provider("sdpa_flash", "FA2 (PyTorch-vendored)", build_sdpa, sdpa_backend(SDPBackend.FLASH_ATTENTION)),
         Provider("sdpa_cudnn", "SDPA cuDNN", build_sdpa, sdpa_backend(SDPBackend.CUDNN_ATTENTION)),
         Provider("sdpa_efficient", "SDPA mem-efficient", build_sdpa, sdpa_backend(SDPBackend.EFFICIENT_ATTENTION)),

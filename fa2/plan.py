@@ -113,6 +113,16 @@ def make_plan(q, k, v, causal, scale):
     return GenericPlan(causal, scale, config)
 
 
+def chapter6_plan(q, k, v, causal, scale):
+    """The plan `fa2.attention` would make for these inputs with the Gluon dispatch off: chapter 6's kernel on
+    Hopper, chapter 5's elsewhere. Not cached: for timing chapter 6's kernel beside `fa2.attention`."""
+    from fa2.gluon.dispatch import disabled
+
+    check_attention_inputs(q, k, v, causal, scale)
+    with disabled():
+        return make_plan(q, k, v, causal, softmax_scale(q.shape[-1], scale))
+
+
 PLANS = {}
 MAX_PLANS = 4096
 

@@ -159,3 +159,23 @@ def test_the_headline_shape_stays_on_chapter_6():
     assert dispatch.gluon_choice(*tensors(B=8, N_Q=2048, N_KV=2048), True, 0.088, families) is None
     assert dispatch.gluon_choice(*tensors(B=32, H=32, N_Q=512, N_KV=512), True, 0.088, families) == \
         (1, CONFIGS["r1_m128n64b2w4"][1])
+
+
+def test_chapter6_plan_is_made_with_the_dispatch_off(monkeypatch):
+    """fa2.plan.chapter6_plan: the plan fa2.attention would make without the Gluon dispatch (the benchmark's
+    fa2_ch6 provider and fa2.profile's chapter6 case time it beside fa2 in the same run); inputs checked first."""
+    asked = []
+    monkeypatch.setattr(fa2_plan, "make_plan", lambda q, k, v, causal, scale: asked.append((dispatch.ENABLED, scale))
+                        or "plan")
+    q = torch.randn(1, 2, 16, 64, dtype=torch.float16)
+    assert fa2_plan.chapter6_plan(q, q, q, True, None) == "plan"
+    assert asked == [(False, 64 ** -0.5)] and dispatch.ENABLED
+    with pytest.raises(ValueError, match="q"):
+        fa2_plan.chapter6_plan(q[0], q, q, True, None)
+
+
+def test_bench_times_chapter6_beside_fa2():
+    from fa2 import bench
+    provider = bench.all_providers()["fa2_ch6"]
+    shape = bench.Shape(1, 2, 2, 32, 32, True, "fp16")
+    assert "chapter 6" in provider.label and callable(provider.build(shape))

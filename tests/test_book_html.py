@@ -142,3 +142,14 @@ def test_results_named_in_the_text_are_links_into_the_site():
     links = [url for url in _parse(page).links if url.startswith("results/")]
     assert links, "chapter 6 names results/*.csv files; they should be links"
     assert all(_local_target(page, url).is_file() for url in links)
+
+
+def test_no_markdown_line_starts_with_a_percent_sign():
+    """MyST reads a line that starts with % as a comment and drops it: a wrapped "… (at most 6\\n  %)" once cut a
+    sentence of chapter 9 short in the built book."""
+    import json
+    for path in sorted((ROOT / "book").glob("*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] == "markdown":
+                lines = "".join(cell["source"]).splitlines()
+                assert not [line for line in lines if line.lstrip().startswith("%")], path.name

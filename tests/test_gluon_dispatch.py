@@ -87,6 +87,8 @@ def test_gluon_choice_only_for_what_was_measured():
     assert dispatch.gluon_choice(*tensors(D=96), True, 0.088, [dict(FAMILY, D=96)]) is None
     assert dispatch.gluon_choice(*tensors(), False, 0.088, families) is None          # not causal: no family
     assert dispatch.gluon_choice(*tensors(), True, 0.088, []) is None
+    assert dispatch.gluon_choice(*tensors(N_Q=0, N_KV=0), True, 0.088, families) is None   # empty: no log(0)
+    assert dispatch.gluon_choice(*tensors(B=0), True, 0.088, families) is None
 
 
 def test_choose_is_none_off_sm90_and_under_the_interpreter_and_when_disabled():

@@ -78,7 +78,7 @@ def gluon_choice(q, k, v, causal, scale, families):
     B, H, N_Q, D = q.shape
     if D not in (64, 128) or k.shape[2] != N_Q or k.shape[1] != H or _dtype_name(q.dtype) is None:
         return None
-    if not scale > 0:
+    if not scale > 0 or B * H * N_Q == 0:             # an empty call has no distance to a measured shape
         return None
     family = nearest_family(families, D, _dtype_name(q.dtype), bool(causal), N_Q, B * H)
     if family is None or family["rung"] is None:

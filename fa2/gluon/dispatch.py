@@ -31,15 +31,17 @@ import os
 import sys
 from pathlib import Path
 
+from fa2.chapters.autotune import SHIPPED_DIR, device_file_name
+from fa2.varlen_configs import DTYPES
+
 ENABLED = os.environ.get("FA2_GLUON", "1") != "0"
 MAX_LOG2_DISTANCE = 1.0          # a call this far (a factor of 2) from a measured family's N or B·H is not covered
 THRESHOLD = 1.03                 # chapter 6's time / the Gluon config's: listed only above this
-SHIPPED_DIR = Path(__file__).resolve().parents[1] / "configs"
 
 
 def table_file_name(device_name):
     """'NVIDIA H200' -> 'NVIDIA_H200.gluon.json' (chapter 6's file name with a .gluon suffix)."""
-    return "".join(c if c.isalnum() else "_" for c in device_name) + ".gluon.json"
+    return device_file_name(device_name)[:-len(".json")] + ".gluon.json"
 
 
 @functools.lru_cache(maxsize=None)
@@ -67,20 +69,16 @@ def nearest_family(families, D, dtype, causal, N, BH):
     return best
 
 
-def _dtype_name(dtype):
-    return {"torch.bfloat16": "bf16", "torch.float16": "fp16"}.get(str(dtype))
-
-
 def gluon_choice(q, k, v, causal, scale, families):
     """(rung, config) for this call from `families`, or None (chapter 6's kernel). Shapes and flags only; a
     negative scale stays on chapter 6's kernel (the Gluon kernel's mask-free tiles take the row maximum of the raw
     scores and scale it afterwards, which is the maximum of the scaled scores only for scale > 0)."""
     B, H, N_Q, D = q.shape
-    if D not in (64, 128) or k.shape[2] != N_Q or k.shape[1] != H or _dtype_name(q.dtype) is None:
+    if D not in (64, 128) or k.shape[2] != N_Q or k.shape[1] != H or q.dtype not in DTYPES:
         return None
     if not scale > 0 or B * H * N_Q == 0:             # an empty call has no distance to a measured shape
         return None
-    family = nearest_family(families, D, _dtype_name(q.dtype), bool(causal), N_Q, B * H)
+    family = nearest_family(families, D, DTYPES[q.dtype], bool(causal), N_Q, B * H)
     if family is None or family["rung"] is None:
         return None
     return family["rung"], dict(family["config"])

@@ -22,6 +22,7 @@ One process per rung (a hang or a fault in one rung cannot take the others' rows
 every check passed, 1 when some failed, 2 on a CUDA error (the context is lost: the rest is not run).
 """
 
+import contextlib
 import csv
 import sys
 import traceback
@@ -145,24 +146,21 @@ def check(out, rung, config=None):
     return 1 if failed else 0
 
 
-def bench(out, name, config=None):
-    import argparse
-
+def gluon_provider(name, rung, config, label):
+    """A fa2.bench provider (named gluon_NAME) that runs attention_gluon with this rung and config."""
     from fa2 import bench as fb
     from fa2.gluon.attention_hopper import attention_gluon
 
-    if name == "peers":
-        known = fb.all_providers()
-        providers = [known["fa2"], known["sdpa_flash"], known["sdpa_cudnn"]]
-    else:
-        rung, config = int(name[1:]), config or {}
-        name = tag(rung, config)
-        build = lambda shape: (lambda q, k, v: attention_gluon(q, k, v, shape.causal, rung=rung,
-                                                               config=config)[0])
-        providers = [fb.Provider(f"gluon_{name}", f"Gluon Hopper rung {rung} {config or ''}".strip(), build)]
-    shapes = fb.headline_sweep()          # 5 (B, N, H, D) x causal: (8, 32, 2048, 128) bf16 causal is the first
-    args = argparse.Namespace(warmup_ms=25.0, rep_ms=100.0, command=f"python gpu/gluon_check.py bench OUT {name}")
-    path = Path(out) / f"gluon_bench_{name}.csv"
+    build = lambda shape: (lambda q, k, v: attention_gluon(q, k, v, shape.causal, rung=rung, config=config)[0])
+    return fb.Provider(f"gluon_{name}", label, build)
+
+
+@contextlib.contextmanager
+def row_writer(path, width=12):
+    """write(row): one fa2.bench row into the CSV at `path` (flushed: a run killed at its time limit keeps the rows
+    before it) and a line of it on stdout, the provider's name `width` wide."""
+    from fa2 import bench as fb
+
     with open(path, "w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=fb.COLUMNS, extrasaction="ignore")
         writer.writeheader()
@@ -170,10 +168,27 @@ def bench(out, name, config=None):
         def write(row):
             writer.writerow(row)
             file.flush()
-            print(f"{row['provider']:12s} {row['B']}x{row['H']}x{row['N_Q']}x{row['D']} causal={row['causal']!s:5} "
-                  f"{row['ms'] or '-':>9} ms {row['tflops'] or '-':>8} TFLOP/s {row['check']} {row['error']}",
-                  flush=True)
+            print(f"{row['provider']:{width}s} {row['B']}x{row['H']}x{row['N_Q']}x{row['D']} "
+                  f"causal={row['causal']!s:5} {row['dtype']} {row['ms'] or '-':>9} ms {row['tflops'] or '-':>8} "
+                  f"TFLOP/s {row['check']} {row['error'][:80]}", flush=True)
+        yield write
 
+
+def bench(out, name, config=None):
+    import argparse
+
+    from fa2 import bench as fb
+
+    if name == "peers":
+        known = fb.all_providers()
+        providers = [known["fa2"], known["sdpa_flash"], known["sdpa_cudnn"]]
+    else:
+        rung, config = int(name[1:]), config or {}
+        name = tag(rung, config)
+        providers = [gluon_provider(name, rung, config, f"Gluon Hopper rung {rung} {config or ''}".strip())]
+    shapes = fb.headline_sweep()          # 5 (B, N, H, D) x causal: (8, 32, 2048, 128) bf16 causal is the first
+    args = argparse.Namespace(warmup_ms=25.0, rep_ms=100.0, command=f"python gpu/gluon_check.py bench OUT {name}")
+    with row_writer(Path(out) / f"gluon_bench_{name}.csv") as write:
         rows = fb.run_sweep("gluon", shapes, providers, args, write)
     return 0 if all(row["check"] == "ok" for row in rows) else 1
 

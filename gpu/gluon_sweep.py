@@ -21,21 +21,15 @@ import time
 from pathlib import Path
 
 from fa2.gluon.candidates import CONFIGS   # name: (rung, config)
+from gluon_check import gluon_provider, row_writer   # gpu/gluon_check.py: this script's folder is on sys.path
 
 
 def providers(names, peers=("fa2", "sdpa_flash", "sdpa_cudnn")):
     from fa2 import bench as fb
-    from fa2.gluon.attention_hopper import attention_gluon
-
-    def gluon(rung, config):
-        return lambda shape: (lambda q, k, v: attention_gluon(q, k, v, shape.causal, rung=rung, config=config)[0])
 
     known = fb.all_providers()
-    found = [known[name] for name in peers]
-    for name in names:
-        rung, config = CONFIGS[name]
-        found.append(fb.Provider(f"gluon_{name}", f"Gluon rung {rung} {config}", gluon(rung, config)))
-    return found
+    return [known[name] for name in peers] + [
+        gluon_provider(name, *CONFIGS[name], f"Gluon rung {CONFIGS[name][0]} {CONFIGS[name][1]}") for name in names]
 
 
 def main(out, seconds=200.0, names=None, sweep="headline", peers=("fa2", "sdpa_flash", "sdpa_cudnn")):
@@ -49,24 +43,17 @@ def main(out, seconds=200.0, names=None, sweep="headline", peers=("fa2", "sdpa_f
                                       f"{','.join(peers)}")
     start = time.monotonic()
     path = Path(out) / ("gluon_sweep.csv" if sweep == "headline" else f"gluon_{sweep}.csv")
-    rows = []
-    with open(path, "w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=fb.COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-
+    rows, timed = [], providers(names, peers)
+    with row_writer(path, width=22) as write_row:
         def write(row):
-            writer.writerow(row)
-            file.flush()
+            write_row(row)
             rows.append(row)
-            print(f"{row['provider']:22s} {row['B']}x{row['H']}x{row['N_Q']}x{row['D']} causal={row['causal']!s:5} "
-                  f"{row['dtype']} {row['ms'] or '-':>9} ms {row['tflops'] or '-':>8} TFLOP/s {row['check']} "
-                  f"{row['error'][:80]}", flush=True)
 
         for shape in shapes:
             if time.monotonic() - start > seconds:
                 print(f"stopped after {time.monotonic() - start:.0f} s: shapes left untimed", flush=True)
                 break
-            fb.run_sweep(f"gluon_{sweep}", [shape], providers(names, peers), args, write)
+            fb.run_sweep(f"gluon_{sweep}", [shape], timed, args, write)
     summary(rows)
     return 0 if all(row["check"] == "ok" for row in rows) else 1
 

@@ -171,14 +171,8 @@ def build(case):
         cfg = parse_config(case.config)
         return lambda q, k, v: attention_fast(q, k, v, case.causal, config=cfg, host_desc=True)[0]
     if case.provider == "chapter6":
-        from fa2.plan import chapter6_plan
-        plans = {}
-
-        def chapter6(q, k, v):
-            if "plan" not in plans:
-                plans["plan"] = chapter6_plan(q, k, v, case.causal, None)
-            return plans["plan"](q, k, v)[0]
-        return chapter6
+        from fa2.bench import build_fa2_ch6                  # it reads only the case's causal flag
+        return build_fa2_ch6(case)
     if case.provider == "gluon":
         from fa2.gluon.attention_hopper import attention_gluon
         cfg = parse_config(case.config)

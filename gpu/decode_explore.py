@@ -1,0 +1,134 @@
+"""fa2.decode's launch options beside cuDNN where the decode family's goals are missed or tied (an H200).
+
+    python gpu/decode_explore.py OUT [SECONDS]     # OUT/decode_explore.csv, a row per (shape, variant)
+
+Shapes: the contiguous ones where SDPA's cuDNN backend was within 1.2 % of fa2.decode (or ahead) in
+book/results/decode.csv, and the 1k-key paged ones that missed "paged within 10 % of contiguous", each with its
+contiguous twin. Per shape: cuDNN (contiguous only), fa2.decode as shipped, then a grid of (block_n, num_warps,
+num_stages, splits, pdl) through DecodePlan, and the same grid's best few with the K and V loads hinted
+evict_first (a mutant of chapter 9's module; they are read once). Every variant's output is compared with the
+shipped launch's (rel_err <= 1e-2, else the row says "fail"). Rows are written as measured; the run stops
+starting new shapes after SECONDS.
+"""
+
+import csv
+import itertools
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch.nn.attention import SDPBackend
+
+import fa2.decoding as decoding
+from fa2 import bench_decode as bd
+from fa2 import runtime
+from fa2.chapters import flash_decoding
+from fa2.testing import mutant, rel_err
+
+CONTIGUOUS = [(32, 1024), (32, 8192), (32, 131072), (8, 4096), (8, 131072), (1, 131072)]
+PAGED_1K = [(1, 1024, 16), (1, 1024, 256), (8, 1024, 16), (8, 1024, 256), (1, 1024, 0), (8, 1024, 0)]
+SMOKE = [bd.DecodeShape(1, 48, 0, Hq=4, Hkv=2, D=32), bd.DecodeShape(2, 40, 16, Hq=4, Hkv=1, D=32)]  # CPU check
+COLUMNS = ["B", "N", "layout", "variant", "block_n", "num_warps", "num_stages", "num_splits", "pdl", "evict",
+           "gpu_us", "vs_shipped", "vs_cudnn", "rel_err", "check"]
+
+EVICT = mutant(flash_decoding, {
+    "k = tl.load(k_head + k_rows[:, None], mask=load_mask, other=0.0)":
+        "k = tl.load(k_head + k_rows[:, None], mask=load_mask, other=0.0, eviction_policy='evict_first')",
+    "v = tl.load(v_head + v_rows[:, None], mask=load_mask, other=0.0)":
+        "v = tl.load(v_head + v_rows[:, None], mask=load_mask, other=0.0, eviction_policy='evict_first')"})
+
+
+def split_choices(shipped):
+    base = {1: (1, 2, 3, 4), 4: (2, 4, 6, 8, 12, 16)}.get(shipped)
+    return base or tuple(sorted({max(1, shipped // 4), max(1, shipped // 2), shipped, min(128, shipped * 2)}))
+
+
+def grid(paged, shipped):
+    if paged:
+        configs = [(bn, w, s) for bn in (32, 64) for w in (4,) for s in (3, 4, 5, 6)]
+        return [(c, sp, pdl) for c in configs for sp in split_choices(shipped) for pdl in (False, True)]
+    configs = [(bn, w, s) for bn in (32, 64, 128) for w in (4, 8) for s in (2, 3, 4)]
+    return [(c, shipped, "auto") for c in configs] + [((64, 4, 3), sp, "auto") for sp in split_choices(shipped)]
+
+
+def main(out, seconds=280.0):
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    shapes = [bd.DecodeShape(B, N) for B, N in CONTIGUOUS] + [bd.DecodeShape(B, N, p) for B, N, p in PAGED_1K]
+    if runtime.DEVICE != "cuda":
+        shapes = SMOKE
+    with open(out / "decode_explore.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, COLUMNS)
+        writer.writeheader()
+        for shape in shapes:
+            if time.perf_counter() - start > seconds:
+                print(f"time's up before {shape.name()}", flush=True)
+                break
+            sets = bd.input_sets(shape, torch.Generator(runtime.DEVICE).manual_seed(0))
+            x = sets[0]
+            paged = shape.page_size > 0
+            shipped_fn = bd.build_fa2(shape, sets)
+            expected = shipped_fn(x).float()
+            shipped_us = bd.gpu_time_us(shipped_fn, sets)[0]
+            cudnn_us = None
+            if not paged and runtime.DEVICE == "cuda":
+                cudnn_us = bd.gpu_time_us(bd.build_sdpa(SDPBackend.CUDNN_ATTENTION)(shape, sets), sets)[0]
+            shipped_splits = decoding.choose_num_splits(x.q, x.k_cache, x.block_table)
+            base = dict(B=shape.B, N=shape.N, layout=shape.layout)
+
+            def row(variant, us, **extra):
+                r = dict(base, variant=variant, gpu_us=f"{us:.4g}", vs_shipped=f"{us / shipped_us:.4f}",
+                         vs_cudnn=f"{us / cudnn_us:.4f}" if cudnn_us else "", **extra)
+                writer.writerow(r)
+                f.flush()
+                return r
+
+            row("shipped", shipped_us, num_splits=shipped_splits)
+            if cudnn_us:
+                row("cudnn", cudnn_us)
+            timed = []
+            for (bn, w, s), splits, pdl in grid(paged, shipped_splits):
+                cfg = dict(block_n=bn, num_warps=w, num_stages=s, pdl=pdl)
+                try:
+                    plan = decoding.DecodePlan(x.q, x.k_cache, x.v_cache, x.cache_seqlens, x.block_table,
+                                               shape.D ** -0.5, splits, -1, 0.0, config=cfg)
+                    fn = lambda x, plan=plan: plan(x.q, x.k_cache, x.v_cache, x.cache_seqlens, x.block_table)[0]
+                    err = rel_err(fn(x).float(), expected)
+                    us = bd.gpu_time_us(fn, sets)[0]
+                except Exception as error:              # out of shared memory and the like: note it, go on
+                    print(f"  {shape.name()} {cfg} {splits}: {type(error).__name__}", flush=True)
+                    continue
+                timed.append((us, cfg, splits))
+                row("grid", us, block_n=bn, num_warps=w, num_stages=s, num_splits=splits, pdl=pdl,
+                    rel_err=f"{err:.1e}", check="ok" if err <= 1e-2 else "fail")
+            # the best few again, with evict_first on the K and V loads
+            shipped_launch = decoding.decode_launch
+            decoding.decode_launch = EVICT.decode_launch
+            try:
+                for us0, cfg, splits in sorted(timed, key=lambda t: t[0])[:4]:
+                    plan = decoding.DecodePlan(x.q, x.k_cache, x.v_cache, x.cache_seqlens, x.block_table,
+                                               shape.D ** -0.5, splits, -1, 0.0, config=cfg)
+                    fn = lambda x, plan=plan: plan(x.q, x.k_cache, x.v_cache, x.cache_seqlens, x.block_table)[0]
+                    err = rel_err(fn(x).float(), expected)
+                    us = bd.gpu_time_us(fn, sets)[0]
+                    again = bd.gpu_time_us(lambda x, plan=plan: plan(x.q, x.k_cache, x.v_cache, x.cache_seqlens,
+                                                                     x.block_table)[0], sets)[0]
+                    row("evict", us, **{k: v for k, v in cfg.items()}, num_splits=splits, evict="first",
+                        rel_err=f"{err:.1e}", check="ok" if err <= 1e-2 else "fail")
+                    row("evict_again", again, **cfg, num_splits=splits, evict="first")
+            finally:
+                decoding.decode_launch = shipped_launch
+            best = min(timed, key=lambda t: t[0]) if timed else None
+            print(f"{shape.name():24s} shipped {shipped_us:8.2f} us"
+                  + (f"  cudnn {cudnn_us:8.2f}" if cudnn_us else "")
+                  + (f"  best grid {best[0]:8.2f} {best[1]} splits {best[2]}" if best else "")
+                  + f"  [{time.perf_counter() - start:5.0f} s]", flush=True)
+            del sets, x, expected
+            if runtime.DEVICE == "cuda":
+                torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], *map(float, sys.argv[2:3]))

@@ -1,0 +1,146 @@
+"""Two variants of chapter 9's split-KV kernel for short paged caches, timed beside the shipped one (an H200).
+
+    python gpu/decode_strided.py OUT [SECONDS]     # OUT/decode_strided.csv; on the CPU: a correctness check only
+
+A paged decode's first K load waits for three dependent reads: the row's length (which fixes where the split's
+chunk starts), then the block-table entries of that chunk's first tile, then K. With 1k keys each split holds
+one or two tiles, so that chain is most of the call.
+- "strided": split s takes tiles s, s + S, s + 2S, ... instead of one chunk of consecutive tiles, so where its
+  first tile is no longer depends on the length (only where the loop stops does).
+- "prefetch": strided, and each tile's block-table entries are loaded one tile ahead (the first tile's before
+  the loop, masked by the table's size, not by the length), so the table read can overlap the length read.
+Both are mutants (fa2.testing.mutant) of fa2/chapters/flash_decoding.py. Every variant is checked against the
+fp64 reference with ragged lengths and NaN written past them before it is timed.
+"""
+
+import csv
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+import fa2.decoding as decoding
+from fa2 import bench_decode as bd
+from fa2 import runtime
+from fa2.chapters import flash_decoding
+from fa2.testing import mutant, rel_err
+
+CHUNK = {
+    """    tiles_per_split = tl.cdiv(tl.cdiv(seqlen - kv_lo, BLOCK_N), num_splits)
+    split_start = kv_lo + split * tiles_per_split * BLOCK_N
+    split_end = tl.minimum(split_start + tiles_per_split * BLOCK_N, seqlen)""":
+    """    split_start = kv_lo + split * BLOCK_N
+    split_end = seqlen""",
+    "for kv_tile_start in range(split_start, split_end, BLOCK_N):":
+    "for kv_tile_start in range(split_start, split_end, BLOCK_N * num_splits):",
+}
+PREFETCH = dict(CHUNK, **{
+    "    offs_n = tl.arange(0, BLOCK_N)\n": """    offs_n = tl.arange(0, BLOCK_N)
+    pages = tl.zeros([BLOCK_N], dtype=tl.int64)
+    if PAGE_SIZE > 0:
+        idx0 = split_start + offs_n
+        pages = tl.load(BLOCK_TABLE + table_row + (idx0 // PAGE_SIZE) * stride_table_p,
+                        mask=idx0 < N_CAP, other=0).to(tl.int64)
+""",
+    """        k_rows, v_rows = _cache_rows(BLOCK_TABLE, table_row, stride_table_p, kv_idx,
+                                     off_b, stride_k_outer, stride_k_row,
+                                     stride_v_outer, stride_v_row, load_key, PAGE_SIZE)""":
+    """        if PAGE_SIZE > 0:
+            next_idx = kv_idx + BLOCK_N * num_splits
+            next_pages = tl.load(BLOCK_TABLE + table_row + (next_idx // PAGE_SIZE) * stride_table_p,
+                                 mask=next_idx < N_CAP, other=0).to(tl.int64)
+            in_page = (kv_idx % PAGE_SIZE).to(tl.int64)
+            k_rows = pages * stride_k_outer + in_page * stride_k_row
+            v_rows = pages * stride_v_outer + in_page * stride_v_row
+            pages = next_pages
+        else:
+            k_rows, v_rows = _cache_rows(BLOCK_TABLE, table_row, stride_table_p, kv_idx,
+                                         off_b, stride_k_outer, stride_k_row,
+                                         stride_v_outer, stride_v_row, load_key, PAGE_SIZE)""",
+})
+VARIANTS = {"shipped": flash_decoding, "strided": mutant(flash_decoding, CHUNK),
+            "prefetch": mutant(flash_decoding, PREFETCH)}
+GPU_SHAPES = [(1, 1024, 0), (1, 1024, 16), (1, 1024, 256), (8, 1024, 0), (8, 1024, 16), (8, 1024, 256),
+              (1, 8192, 0), (1, 8192, 16), (1, 131072, 0), (1, 131072, 16), (32, 8192, 16)]
+CPU_SHAPES = [bd.DecodeShape(2, 100, 16, Hq=4, Hkv=2, D=32), bd.DecodeShape(2, 90, 0, Hq=4, Hkv=2, D=32),
+              bd.DecodeShape(3, 64, 32, Hq=8, Hkv=2, D=16, N_Q=3)]
+COLUMNS = ["B", "N", "layout", "variant", "block_n", "num_stages", "num_splits", "pdl", "gpu_us", "vs_shipped",
+           "rel_err", "rel_err_ragged"]
+
+
+def configs(paged):
+    if runtime.DEVICE != "cuda":
+        return [dict(block_n=16, num_warps=4, num_stages=1)]
+    return [dict(block_n=bn, num_warps=4, num_stages=s) for bn in (32, 64) for s in ((5, 6) if paged else (3,))]
+
+
+def plan_fn(variant, x, cfg, splits):
+    shipped = decoding.decode_launch
+    decoding.decode_launch = VARIANTS[variant].decode_launch
+    try:
+        plan = decoding.DecodePlan(x.q, x.k_cache, x.v_cache, x.cache_seqlens, x.block_table,
+                                   x.q.shape[-1] ** -0.5, splits, -1, 0.0, config=cfg)
+    finally:
+        decoding.decode_launch = shipped
+    return lambda x: plan(x.q, x.k_cache, x.v_cache, x.cache_seqlens, x.block_table)[0]
+
+
+def ragged_check(shape, fn, seed):
+    """Error against fp64 with random lengths in [1, N] and NaN past them (fresh inputs: the poison stays)."""
+    generator = torch.Generator(runtime.DEVICE).manual_seed(seed)
+    x = bd.make_inputs(shape, generator)
+    lengths = torch.randint(1, shape.N + 1, (shape.B,), device=runtime.DEVICE, generator=generator)
+    lengths = lengths.to(torch.int32)
+    for cache in (x.k_cache, x.v_cache):
+        bd.poison_past(cache, x.block_table, lengths)
+    ragged = bd.DecodeInputs(x.q, x.k_cache, x.v_cache, x.block_table, lengths)
+    return rel_err(fn(ragged), bd.reference(x, lengths))
+
+
+def main(out, seconds=240.0):
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    on_gpu = runtime.DEVICE == "cuda"
+    shapes = [bd.DecodeShape(B, N, p) for B, N, p in GPU_SHAPES] if on_gpu else CPU_SHAPES
+    worst = 0.0
+    with open(out / "decode_strided.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, COLUMNS)
+        writer.writeheader()
+        for shape in shapes:
+            if time.perf_counter() - start > seconds:
+                print(f"time's up before {shape.name()}", flush=True)
+                break
+            sets = bd.input_sets(shape, torch.Generator(runtime.DEVICE).manual_seed(0))
+            x = sets[0]
+            ref = bd.reference(x)
+            paged = shape.page_size > 0
+            shipped_splits = decoding.choose_num_splits(x.q, x.k_cache, x.block_table)
+            splits_list = sorted({shipped_splits, max(1, shipped_splits // 2), 3, 5} if not on_gpu
+                                 else {shipped_splits, max(1, shipped_splits // 2)})
+            base_us = None
+            for variant in VARIANTS:
+                for cfg in configs(paged):
+                    for splits in splits_list:
+                        for pdl in (("auto",) if not on_gpu else (True, False)):
+                            fn = plan_fn(variant, x, dict(cfg, pdl=pdl), splits)
+                            err = rel_err(fn(x), ref)
+                            err_ragged = ragged_check(shape, fn, splits)
+                            worst = max(worst, err, err_ragged, 0.0 if err == err else 1.0)
+                            us = bd.gpu_time_us(fn, sets)[0] if on_gpu else float("nan")
+                            base_us = base_us or us
+                            writer.writerow(dict(B=shape.B, N=shape.N, layout=shape.layout, variant=variant,
+                                                 block_n=cfg["block_n"], num_stages=cfg["num_stages"],
+                                                 num_splits=splits, pdl=pdl, gpu_us=f"{us:.4g}",
+                                                 vs_shipped=f"{us / base_us:.4f}", rel_err=f"{err:.1e}",
+                                                 rel_err_ragged=f"{err_ragged:.1e}"))
+                            f.flush()
+            print(f"{shape.name():24s} done [{time.perf_counter() - start:5.0f} s]", flush=True)
+            del sets, x
+    print(f"worst error against fp64 (ragged, NaN past the lengths included): {worst:.2e}")
+    return worst
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main(sys.argv[1], *map(float, sys.argv[2:3])) <= 2e-2 else 1)

@@ -7,7 +7,7 @@ import torch
 import fa2
 from fa2 import runtime
 from fa2.chapters.decode_reference import decode_reference, random_cache
-from fa2.chapters.flash_decoding import flash_decode, num_splits_heuristic
+from fa2.chapters.flash_decoding import decode_launch, flash_decode, num_splits_heuristic
 from fa2 import decoding
 from fa2.decoding import _PLANS, DecodePlan, choose_num_splits
 from conftest import requires_gpu
@@ -70,6 +70,27 @@ def test_splits_agree_with_one_split():
         torch.testing.assert_close(o, o1, atol=2e-3, rtol=0)
         torch.testing.assert_close(lse, lse1, atol=1e-5, rtol=1e-6)
     assert_matches_reference(o, lse, q, k, v, lengths, None)
+
+
+@pytest.mark.parametrize("page_size", [None, 16])
+def test_split_s_takes_every_sth_tile(page_size):
+    """Split s of S reads tiles s, s + S, s + 2S, ... of the valid keys (interleaved, section 9.5): its
+    partial LSE (base 2, in the workspace) is the logsumexp of exactly those keys' scores."""
+    block_n, splits, length = 16, 3, 100                   # 7 tiles, the last one partial
+    lengths = seqlens(length)
+    q, k, v, table = inputs(1, 1, 1, 1, 32, 112, lengths, torch.float16, page_size, seed=5)
+    o, lse = torch.empty_like(q), torch.empty(1, 1, 1, dtype=torch.float32, device=DEVICE)
+    o_part = torch.empty(1, 1, 1, splits, 32, dtype=torch.float32, device=DEVICE)
+    lse_part = torch.empty(1, 1, 1, splits, dtype=torch.float32, device=DEVICE)
+    for kernel, grid, args, options in decode_launch(q, k, v, lengths, table, o, lse, o_part, lse_part,
+                                                     0.25, splits, -1, 0.0, block_n, 4, 1):
+        kernel[grid](*args, **options)
+    keys = k[0, 0, :length] if page_size is None else k[table[0].long()].reshape(-1, 32)[:length]
+    scores = (keys.double() @ q[0, 0, 0].double()) * 0.25           # (length,)
+    tile = torch.arange(length, device=DEVICE) // block_n
+    for s in range(splits):
+        expected = torch.logsumexp(scores[tile % splits == s], 0) / math.log(2)
+        assert abs(lse_part[0, 0, 0, s].item() - expected.item()) < 1e-3, s
 
 
 def test_strided_cache_and_q():

@@ -90,10 +90,8 @@ def _split_kv_kernel(
     if HAS_WINDOW:
         kv_lo = tl.maximum(seqlen - N_Q - window_left, 0)
     kv_lo = (kv_lo // BLOCK_N) * BLOCK_N              # tiles on the BLOCK_N grid
-    # this program's chunk: whole tiles, spread evenly over the splits
-    tiles_per_split = tl.cdiv(tl.cdiv(seqlen - kv_lo, BLOCK_N), num_splits)
-    split_start = kv_lo + split * tiles_per_split * BLOCK_N
-    split_end = tl.minimum(split_start + tiles_per_split * BLOCK_N, seqlen)
+    # this program's tiles: its own, then every num_splits-th one after it (interleaved)
+    split_start = kv_lo + split * BLOCK_N
 
     table_row = off_b * stride_table_b
     k_head = K + off_kv_h * stride_kh + offs_d[None, :] * stride_kd
@@ -102,7 +100,7 @@ def _split_kv_kernel(
     row_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     offs_n = tl.arange(0, BLOCK_N)
-    for kv_tile_start in range(split_start, split_end, BLOCK_N):
+    for kv_tile_start in range(split_start, seqlen, BLOCK_N * num_splits):
         kv_idx = kv_tile_start + offs_n                                # (BLOCK_N,)
         load_key = (kv_idx >= kv_lo) & (kv_idx < seqlen)               # the prefix only
         k_rows, v_rows = _cache_rows(BLOCK_TABLE, table_row, stride_table_p, kv_idx,

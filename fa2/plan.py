@@ -87,26 +87,50 @@ class GenericPlan:
 
 
 class GluonPlan:
-    """The Gluon kernel (chapter 12, fa2/gluon/attention_hopper.py) with the rung and config its table chose."""
+    """The Gluon kernel (chapter 12, fa2/gluon/attention_hopper.py) with the rung and config its table chose,
+    launched like FastPlan: grid, descriptor layouts, scalars and constexprs fixed once; each call swaps in its
+    tensors' addresses. (Through `attention_gluon`, Triton's JIT path, a call cost 0.1-0.2 ms more host time
+    than chapter 6's plan on the H200: more than the whole kernel at small shapes.)"""
 
     kernel = "gluon"
 
-    def __init__(self, causal, scale, choice):
+    def __init__(self, q, k, v, causal, scale, choice):
         from fa2.gluon import attention_hopper
-        self.causal, self.scale = causal, scale
         self.rung, self.config = choice
-        self.attention_gluon = attention_hopper.attention_gluon
+        B, H, N_Q, _ = q.shape
+        self.lse_shape = (B, H, N_Q)
+        o = torch.empty_like(q)
+        grid, self.layouts, scalars, constexprs, options = attention_hopper.gluon_launch(
+            q, k, v, o, causal, scale, self.rung, self.config)
+        self.descriptors = attention_hopper.gluon_descriptors
+        self.scalars = scalars
+        self.rest = (*scalars, *constexprs.values())     # after lse: scalars, then constexprs in kernel order
+        self.launch = DirectLaunch(attention_hopper._attention_fwd_hopper, grid, dict(constexprs, **options),
+                                   q.device.index)
+        self.encoded = None                              # EncodedDescriptors once compiled
 
     def __call__(self, q, k, v):
-        with torch.cuda.device(q.device):              # the JIT launches on the current device
-            return self.attention_gluon(q, k, v, self.causal, self.scale, rung=self.rung, config=self.config)
+        o = torch.empty_like(q)
+        lse = torch.empty(self.lse_shape, device=q.device, dtype=torch.float32)
+        if not self.launch.ready():
+            self.launch(*self.descriptors((q, k, v, o), self.layouts), lse, *self.scalars)
+            return o, lse
+        encoded = self.encoded
+        if encoded is None:
+            encoded = self.encoded = EncodedDescriptors.build(self.launch.compiled, self.layouts) or False
+        if encoded:
+            encoded.launch(self.launch, (q, k, v, o), (lse, *self.rest))
+        else:
+            self.launch.direct(*(HostDescriptor(t, layout) for t, layout in zip((q, k, v, o), self.layouts)),
+                               lse, *self.rest)
+        return o, lse
 
 
 def make_plan(q, k, v, causal, scale):
     """A plan for these inputs (checked already): kernel, config and launch arguments fixed."""
     choice = gluon_for(q, k, v, causal, scale)
     if choice is not None:
-        return GluonPlan(causal, scale, choice)
+        return GluonPlan(q, k, v, causal, scale, choice)
     kernel = kernel_for(q, k, v)
     config = select_config(kernel, q, k, v, causal, scale)
     if kernel == "fast":

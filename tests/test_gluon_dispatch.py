@@ -1,14 +1,19 @@
 """fa2.gluon.dispatch: which calls fa2.attention sends to the Gluon kernel (CPU: the table and the rule; the kernel
 itself runs only on an sm_90 GPU, where chapter 12 and gpu/gluon_check.py run it)."""
-import contextlib
 import csv
 import json
+import math
 from pathlib import Path
 
 import pytest
 import torch
+import triton
 
 from fa2 import plan as fa2_plan
+from fa2 import runtime
+from fa2.chapters.fast import tma_compatible
+from fa2.testing import check_attention, make_qkv
+from fa2.validate import softmax_scale
 from fa2.gluon import dispatch
 from fa2.gluon.candidates import CONFIGS
 
@@ -101,20 +106,31 @@ def test_choose_is_none_off_sm90_and_under_the_interpreter_and_when_disabled():
 
 
 def test_plan_runs_the_gluon_kernel_when_the_table_chooses_it(monkeypatch):
-    """make_plan asks fa2.gluon.dispatch first; a choice becomes a GluonPlan that calls attention_gluon with the
-    chosen rung and config, the call's causal flag and scale (stubbed here: the kernel needs an sm_90 GPU)."""
+    """make_plan asks fa2.gluon.dispatch first; a choice becomes a GluonPlan that launches the Gluon kernel with
+    the chosen rung and config, the call's causal flag and scale, through a DirectLaunch fixed once (the launch is
+    recorded here: the kernel needs an sm_90 GPU)."""
     from fa2.gluon import attention_hopper
-    calls = []
     monkeypatch.setattr(dispatch, "choose", lambda q, k, v, causal, scale: (4, {"PINGPONG": 1}))
-    monkeypatch.setattr(attention_hopper, "attention_gluon",
-                        lambda q, k, v, causal, scale, rung, config: calls.append((causal, scale, rung, config))
-                        or ("o", "lse"))
-    monkeypatch.setattr(torch.cuda, "device", lambda device: calls.append(("on", device.type))
-                        or contextlib.nullcontext())   # the launch runs on q's GPU (no GPU here: recorded)
-    q = torch.randn(1, 2, 64, 64)
+    q = torch.randn(1, 2, 200, 64).to(torch.bfloat16)
     made = fa2_plan.make_plan(q, q, q, True, 0.125)
-    assert made.kernel == "gluon" and made(q, q, q) == ("o", "lse")
-    assert calls == [("on", "cpu"), (True, 0.125, 4, {"PINGPONG": 1})]
+    assert made.kernel == "gluon" and (made.rung, made.config) == (4, {"PINGPONG": 1})
+    cfg = attention_hopper.rung_config(4, 64, {"PINGPONG": 1})
+    assert made.launch.kernel is attention_hopper._attention_fwd_hopper
+    assert made.launch.grid == (triton.cdiv(200, cfg["BLOCK_M"]), 2, 1)
+    boxes = [layout[2] for layout in made.layouts]                    # rung 4: q and o boxes are half tiles
+    half, keys = [1, 1, cfg["BLOCK_M"] // 2, 64], [1, 1, cfg["BLOCK_N"], 64]
+    assert boxes == [half, keys, keys, half]
+    H, group, n_q, n_kv, qk_scale, *constexprs = made.rest
+    assert (H, group, n_q, n_kv) == (2, 1, 200, 200) and qk_scale == pytest.approx(0.125 * math.log2(math.e))
+    assert constexprs == list(attention_hopper._constexprs(4, True, cfg).values()) and constexprs[0] is True
+    calls = []
+    made.launch = type("Recorder", (), {"ready": lambda self: False,
+                                        "__call__": lambda self, *args: calls.append(args)})()
+    o, lse = made(q, q, q)
+    (args,) = calls
+    assert [d.base is t for d, t in zip(args[:4], (q, q, q, o))] == [True] * 4
+    assert args[4] is lse and lse.shape == (1, 2, 200) and o.shape == q.shape
+    assert [list(d.block_shape) for d in args[:4]] == boxes and args[5:] == made.scalars
     monkeypatch.setattr(dispatch, "choose", lambda *args: None)
     assert fa2_plan.make_plan(q, q, q, True, 0.125).kernel != "gluon"
 
@@ -181,3 +197,32 @@ def test_bench_times_chapter6_beside_fa2():
     provider = bench.all_providers()["fa2_ch6"]
     shape = bench.Shape(1, 2, 2, 32, 32, True, "fp16")
     assert "chapter 6" in provider.label and callable(provider.build(shape))
+
+
+HOPPER = runtime.DEVICE == "cuda" and torch.cuda.get_device_capability() == (9, 0)
+
+
+@pytest.mark.skipif(not HOPPER, reason="the Gluon kernels need an sm_90 GPU")
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+@pytest.mark.parametrize("D,dtype,causal,layout", [(64, torch.bfloat16, True, "bhnd"),
+                                                   (128, torch.float16, False, "bnhd"),
+                                                   (128, torch.bfloat16, True, "strided")])
+def test_gluon_plan_on_gpu_matches_fp64_on_every_launch_path(monkeypatch, name, D, dtype, causal, layout):
+    """A GluonPlan's first call goes through Triton's JIT, later ones straight to the compiled launcher with
+    descriptors encoded per address: every path matches the fp64 reference (tails: N = 300), on fresh tensors
+    (new addresses) and the same ones again."""
+    rung, config = CONFIGS[name]
+    monkeypatch.setattr(dispatch, "choose", lambda q, k, v, causal, scale: (rung, dict(config)))
+    plans = {}
+
+    def fn(q, k, v, causal, scale):
+        scale = softmax_scale(q.shape[-1], scale)
+        plan = plans.setdefault("plan", fa2_plan.make_plan(q, k, v, causal, scale))
+        assert plan.kernel == "gluon"
+        return plan(q, k, v)
+
+    for _ in range(3):                                         # JIT launch, then direct launches
+        if layout == "strided" and not tma_compatible(*make_qkv(1, 2, 2, 300, 300, D, dtype, layout)):
+            pytest.skip("strided layout is not TMA-compatible")
+        check_attention(fn, B=2, Hq=4, Nq=300, D=D, dtype=dtype, causal=causal, layout=layout)
+    assert plans["plan"].launch.ready()

@@ -646,13 +646,11 @@ def _require_hopper(*tensors):
                            f"sm_{major}{minor}")
 
 
-def attention_gluon(q, k, v, causal=False, scale=None, rung=1, config=None):
-    """(o, lse) of attention over (B, H, N, D) q and (B, H_kv, N_KV, D) k, v (H % H_kv == 0), D in {64, 128},
-    fp16 or bf16; lse is (B, H, N_Q) fp32 in natural log. Runs only on an sm_90 GPU (RuntimeError elsewhere).
-    Measured and checked on an H200: see the module docstring and chapter 12."""
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-    _require_hopper(q, k, v)
+def gluon_launch(q, k, v, o, causal, scale, rung, config):
+    """What a launch of the Gluon kernel for these inputs fixes once: (grid, layouts, scalars, constexprs,
+    options). layouts: (shape, strides, box, padding) of the q, k, v and o (torch.empty_like(q)) descriptors;
+    scalars: H, GROUP, N_Q, N_KV, qk_scale; constexprs: the kernel's compile-time parameters in its order;
+    options: the launch options. `fa2.plan.GluonPlan` builds it once per input signature."""
     B, H, N_Q, D = q.shape
     H_kv, N_KV = k.shape[1], k.shape[2]
     _check_rung(rung, D, q.dtype)
@@ -661,21 +659,39 @@ def attention_gluon(q, k, v, causal=False, scale=None, rung=1, config=None):
                          f"(B, H_kv, N_KV, D) with H % H_kv == 0")
     if not (q.dtype == k.dtype == v.dtype):
         raise ValueError("q, k and v must share a dtype")
-    cfg = rung_config(rung, D, config)
-    BM, BN = cfg["BLOCK_M"], cfg["BLOCK_N"]
-    scale = 1.0 / math.sqrt(D) if scale is None else scale
-    o = torch.empty_like(q)
-    lse = torch.empty(B, H, N_Q, device=q.device, dtype=torch.float32)
     if q.stride(-1) != 1 or k.stride(-1) != 1 or v.stride(-1) != 1:
         raise ValueError("q, k and v need a unit last stride (TMA)")
-    descriptor = lambda t, block: TensorDescriptor.from_tensor(t, [1, 1, block, D], _layout([1, 1, block, D], t.dtype))
-    grid = (triton.cdiv(N_Q, BM), B * H)
-    constexprs = _constexprs(rung, causal, cfg)
-    q_rows = BM // consumers(rung)        # rung 4: each consumer partition loads and stores its half of the tile
-    _attention_fwd_hopper[grid](descriptor(q, q_rows), descriptor(k, BN), descriptor(v, BN), descriptor(o, q_rows),
-                                lse,
-                                H, H // H_kv, N_Q, N_KV, scale * LOG2E, **constexprs,
-                                **{key: value for key, value in _options(cfg).items() if key != "num_warps"})
+    cfg = rung_config(rung, D, config)
+    q_rows = cfg["BLOCK_M"] // consumers(rung)   # rung 4: each consumer partition loads and stores its half
+    layout = lambda t, rows: (list(t.shape), list(t.stride()), [1, 1, rows, D], "zero")
+    layouts = [layout(q, q_rows), layout(k, cfg["BLOCK_N"]), layout(v, cfg["BLOCK_N"]), layout(o, q_rows)]
+    grid = (triton.cdiv(N_Q, cfg["BLOCK_M"]), B * H, 1)
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    scalars = (H, H // H_kv, N_Q, N_KV, scale * LOG2E)
+    options = {key: value for key, value in _options(cfg).items() if key != "num_warps"}
+    return grid, layouts, scalars, _constexprs(rung, causal, cfg), options
+
+
+def gluon_descriptors(tensors, layouts):
+    """Gluon host TensorDescriptors of `tensors` with `layouts` (gluon_launch's), in order."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    return [TensorDescriptor(t, shape, strides, box, _layout(box, t.dtype), padding)
+            for t, (shape, strides, box, padding) in zip(tensors, layouts)]
+
+
+def attention_gluon(q, k, v, causal=False, scale=None, rung=1, config=None):
+    """(o, lse) of attention over (B, H, N, D) q and (B, H_kv, N_KV, D) k, v (H % H_kv == 0), D in {64, 128},
+    fp16 or bf16; lse is (B, H, N_Q) fp32 in natural log. Runs only on an sm_90 GPU (RuntimeError elsewhere).
+    Measured and checked on an H200: see the module docstring and chapter 12. Every call goes through Triton's
+    JIT (tens to hundreds of microseconds of host time); `fa2.attention` launches it through a plan instead."""
+    _require_hopper(q, k, v)
+    B, H, N_Q, _ = q.shape
+    o = torch.empty_like(q)
+    lse = torch.empty(B, H, N_Q, device=q.device, dtype=torch.float32)
+    grid, layouts, scalars, constexprs, options = gluon_launch(q, k, v, o, causal, scale, rung, config)
+    _attention_fwd_hopper[grid](*gluon_descriptors((q, k, v, o), layouts), lse, *scalars, **constexprs,
+                                **options)
     return o, lse
 
 

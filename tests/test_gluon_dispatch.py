@@ -111,7 +111,7 @@ def test_plan_runs_the_gluon_kernel_when_the_table_chooses_it(monkeypatch):
     recorded here: the kernel needs an sm_90 GPU)."""
     from fa2.gluon import attention_hopper
     monkeypatch.setattr(dispatch, "choose", lambda q, k, v, causal, scale: (4, {"PINGPONG": 1}))
-    q = torch.randn(1, 2, 200, 64).to(torch.bfloat16)
+    q = torch.randn(1, 2, 200, 64, device=runtime.DEVICE).to(torch.bfloat16)
     made = fa2_plan.make_plan(q, q, q, True, 0.125)
     assert made.kernel == "gluon" and (made.rung, made.config) == (4, {"PINGPONG": 1})
     cfg = attention_hopper.rung_config(4, 64, {"PINGPONG": 1})
@@ -185,7 +185,7 @@ def test_chapter6_plan_is_made_with_the_dispatch_off(monkeypatch):
     asked = []
     monkeypatch.setattr(fa2_plan, "make_plan", lambda q, k, v, causal, scale: asked.append((dispatch.ENABLED, scale))
                         or "plan")
-    q = torch.randn(1, 2, 16, 64, dtype=torch.float16)
+    q = torch.randn(1, 2, 16, 64, dtype=torch.float16, device=runtime.DEVICE)
     assert fa2_plan.chapter6_plan(q, q, q, True, None) == "plan"
     assert asked == [(False, 64 ** -0.5)] and dispatch.ENABLED
     with pytest.raises(ValueError, match="q"):

@@ -115,3 +115,21 @@ def test_the_gluon_line_is_the_shipped_table_and_gluon_sweep_csv():
     best = min(t for p, t in ms.items() if p.startswith("gluon_"))
     assert (f"At the headline shape the best Gluon config ran {truncated(ms['fa2'] / best)}× chapter 6's kernel and "
             f"{truncated(ms['sdpa_cudnn'] / best)}× cuDNN") in README
+
+
+def test_the_gluon_dispatch_line_is_reference_csv():
+    """fa2 (with the Gluon dispatch) over chapter 6's kernel, timed side by side in the reference run, at the
+    shapes the shipped Gluon table sends to the Gluon kernel."""
+    import json
+    from fa2.gluon.dispatch import nearest_family
+    families = json.loads((ROOT / "fa2" / "configs" / "NVIDIA_H200.gluon.json").read_text())["families"]
+    ratios = []
+    for key, providers in by_shape(read_rows(RESULTS / "reference.csv")).items():
+        B, H, Hkv, N, D, causal, dtype = key
+        family = nearest_family(families, D, dtype, causal, N, B * H)
+        if family is not None and family["rung"] is not None and Hkv == H:
+            ratios.append(float(providers["fa2_ch6"]["ms"]) / float(providers["fa2"]["ms"]))
+    geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    assert (f"in the reference run `fa2.attention` ran {truncated(min(ratios))}–{truncated(max(ratios))}× chapter "
+            f"6's kernel timed beside it at those {len(ratios)}") in README.replace("\n", " ")
+    assert f"shapes (geometric mean {truncated(geomean)};" in README

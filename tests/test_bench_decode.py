@@ -1,6 +1,7 @@
 """The decode benchmark (fa2/bench_decode.py) end to end on CPU-sized shapes: checked rows, CSV, plot."""
 import csv
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -89,11 +90,14 @@ def test_goals_print_one_line_each(capsys):
     bench_decode.print_summary(rows)
     lines = capsys.readouterr().out.splitlines()
     paged = [line for line in lines if "within 10% of contiguous" in line]
-    assert paged == ["MISS paged within 10% of contiguous: 26 of 30; missed at B=1 N=1024 paged16 (1.255x), B=1 N=1024"]
+    assert len(paged) == 1 and re.fullmatch(r"(MET |MISS) paged within 10% of contiguous: \d+ of 30(; missed at B=\d+ "
+                                            r"N=\d+ paged\d+ \(1\.\d{3}x\).*)?", paged[0]), paged
     peers = [line for line in lines if "faster than every peer" in line]
     assert len(peers) == 1 and peers[0].startswith("MISS faster than every peer: ")
-    assert [line for line in lines if line.startswith("MET  B=1 N=128k")] == [
-        "MET  B=1 N=128k at >= 85% of the copy (102.2%)"]
+    pct = next(r["pct_of_copy"] for r in rows if r["provider"] == "fa2" and r["layout"] == "contiguous"
+               and r["B"] == 1 and r["N"] == 131072)
+    assert [line for line in lines if "B=1 N=128k" in line] == [
+        f"{'MET ' if float(pct) >= 85 else 'MISS'} B=1 N=128k at >= 85% of the copy ({pct}%)"]
     assert len([line for line in lines if line.startswith(("MET", "MISS"))]) == 4
 
 

@@ -226,3 +226,13 @@ def test_gluon_plan_on_gpu_matches_fp64_on_every_launch_path(monkeypatch, name, 
             pytest.skip("strided layout is not TMA-compatible")
         check_attention(fn, B=2, Hq=4, Nq=300, D=D, dtype=dtype, causal=causal, layout=layout)
     assert plans["plan"].launch.ready()
+
+
+def test_chapter6_time_of_a_run_is_fa2_ch6_where_it_has_it():
+    """A run made with the dispatch on times fa2.attention ('fa2', maybe the Gluon kernel) and chapter 6's kernel
+    alone ('fa2_ch6'): the table builder must take chapter 6's time from 'fa2_ch6' there, and from 'fa2' only in
+    runs without it (made before the dispatch existed)."""
+    row = dict(check="ok", Hkv="16", H="16", N_Q="2048", N_KV="2048", D="64", dtype="bf16", causal="True", B="8")
+    both = [dict(row, provider="fa2", ms="0.5"), dict(row, provider="fa2_ch6", ms="0.7")]
+    assert dispatch._times(both) == {(64, "bf16", True, 2048, 128): {"fa2": 0.7}}
+    assert dispatch._times(both[:1]) == {(64, "bf16", True, 2048, 128): {"fa2": 0.5}}

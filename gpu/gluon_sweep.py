@@ -4,8 +4,8 @@
     python gpu/gluon_sweep.py pick OUT [COUNT]       # the best COUNT configs as gluon_check.py check arguments
 
 SWEEP (default headline: fa2.bench.headline_sweep, (8, 32, 2048, 128) bf16 causal first, 10 shapes; or
-reference, the 96 shapes of fa2.bench.reference_sweep) with, per shape, the PEERS (default fa2,sdpa_flash,sdpa_cudnn:
-chapter 6's kernel through fa2.attention and SDPA's two backends), then every (rung, config) of NAMES (default: all
+reference, the 96 shapes of fa2.bench.reference_sweep) with, per shape, the PEERS (default fa2_ch6,sdpa_flash,sdpa_cudnn:
+chapter 6's kernel with the Gluon dispatch off -- the table builder's baseline -- and SDPA's two backends), then every (rung, config) of NAMES (default: all
 of CONFIGS); each output is checked against SDPA FLASH's (fa2.bench.measure) before it is timed. Rows are written
 as they are measured (OUT/gluon_sweep.csv for the headline sweep, OUT/gluon_reference.csv for the reference one),
 and the sweep stops starting new shapes after SECONDS (default 200), so a time limit keeps what was done.
@@ -24,7 +24,7 @@ from fa2.gluon.candidates import CONFIGS   # name: (rung, config)
 from gluon_check import gluon_provider, row_writer   # gpu/gluon_check.py: this script's folder is on sys.path
 
 
-def providers(names, peers=("fa2", "sdpa_flash", "sdpa_cudnn")):
+def providers(names, peers=("fa2_ch6", "sdpa_flash", "sdpa_cudnn")):
     from fa2 import bench as fb
 
     known = fb.all_providers()
@@ -32,7 +32,7 @@ def providers(names, peers=("fa2", "sdpa_flash", "sdpa_cudnn")):
         gluon_provider(name, *CONFIGS[name], f"Gluon rung {CONFIGS[name][0]} {CONFIGS[name][1]}") for name in names]
 
 
-def main(out, seconds=200.0, names=None, sweep="headline", peers=("fa2", "sdpa_flash", "sdpa_cudnn")):
+def main(out, seconds=200.0, names=None, sweep="headline", peers=("fa2_ch6", "sdpa_flash", "sdpa_cudnn")):
     from fa2 import bench as fb
 
     names = names or list(CONFIGS)
@@ -72,7 +72,7 @@ def summary(rows):
             continue
         best = min(rungs, key=rungs.get)
         line = f"{key}: best {best} {rungs[best]:.4f} ms"
-        for peer in ("fa2", "sdpa_cudnn"):
+        for peer in ("fa2_ch6", "fa2", "sdpa_cudnn"):
             if ms(cells.get(peer)):
                 line += f"; {peer} {ms(cells[peer])} ({peer}/best {ms(cells[peer]) / rungs[best]:.3f})"
         print(line)
@@ -85,9 +85,10 @@ def pick(out, count=2):
     ms = {(r["provider"], r["B"], r["H"], r["N_Q"], r["D"], r["causal"]): float(r["ms"])
           for r in rows if r["check"] == "ok" and r["ms"]}
     scores = {}
+    base = "fa2_ch6" if any(key[0] == "fa2_ch6" for key in ms) else "fa2"   # chapter 6's kernel (older runs: fa2)
     for name in CONFIGS:
-        ratios = [ms[("fa2", *key[1:])] / value for key, value in ms.items()
-                  if key[0] == f"gluon_{name}" and ("fa2", *key[1:]) in ms]
+        ratios = [ms[(base, *key[1:])] / value for key, value in ms.items()
+                  if key[0] == f"gluon_{name}" and (base, *key[1:]) in ms]
         if ratios:
             scores[name] = (math.exp(sum(map(math.log, ratios)) / len(ratios)), len(ratios))
     for name, (score, n) in sorted(scores.items(), key=lambda item: -item[1][0]):
@@ -102,4 +103,4 @@ if __name__ == "__main__":
         sys.exit(pick(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 2))
     argv = sys.argv[1:] + [""] * 5
     sys.exit(main(argv[0], float(argv[1] or 200.0), argv[2].split(",") if argv[2] else None, argv[3] or "headline",
-                  tuple(argv[4].split(",")) if argv[4] else ("fa2", "sdpa_flash", "sdpa_cudnn")))
+                  tuple(argv[4].split(",")) if argv[4] else ("fa2_ch6", "sdpa_flash", "sdpa_cudnn")))

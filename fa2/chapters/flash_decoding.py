@@ -54,7 +54,7 @@ def _split_kv_kernel(
     USE_PDL: tl.constexpr,
 ):
     pid_bkv = tl.program_id(0)                        # which (batch row, KV head)
-    split = tl.program_id(1)                          # which chunk of the keys
+    split = tl.program_id(1)                          # which split: every S-th key tile
     pid_m = tl.program_id(2)                          # which tile of packed query rows
     off_b = (pid_bkv // H_KV).to(tl.int64)
     off_kv_h = (pid_bkv % H_KV).to(tl.int64)

@@ -12,7 +12,6 @@ starting new shapes after SECONDS.
 """
 
 import csv
-import itertools
 import sys
 import time
 from pathlib import Path
@@ -39,6 +38,29 @@ EVICT = mutant(flash_decoding, {
         "v = tl.load(v_head + v_rows[:, None], mask=load_mask, other=0.0, eviction_policy='evict_first')"})
 
 
+def shape_inputs(shapes, seconds):
+    """(shape, its input sets) for each shape in turn, until `seconds` have passed since the first."""
+    start = time.perf_counter()
+    for shape in shapes:
+        if time.perf_counter() - start > seconds:
+            print(f"time's up before {shape.name()}", flush=True)
+            return
+        yield shape, bd.input_sets(shape, torch.Generator(runtime.DEVICE).manual_seed(0))
+
+
+def plan_fn(module, x, cfg, splits):
+    """fa2.decode's DecodePlan for x with launch config cfg and `splits`, launching `module`'s kernels (chapter 9's
+    module or a mutant of it): a function of an input set, returning o."""
+    shipped = decoding.decode_launch
+    decoding.decode_launch = module.decode_launch
+    try:
+        plan = decoding.DecodePlan(x.q, x.k_cache, x.v_cache, x.cache_seqlens, x.block_table,
+                                   x.q.shape[-1] ** -0.5, splits, -1, 0.0, config=cfg)
+    finally:
+        decoding.decode_launch = shipped
+    return lambda x: plan(x.q, x.k_cache, x.v_cache, x.cache_seqlens, x.block_table)[0]
+
+
 def split_choices(shipped):
     base = {1: (1, 2, 3, 4), 4: (2, 4, 6, 8, 12, 16)}.get(shipped)
     return base or tuple(sorted({max(1, shipped // 4), max(1, shipped // 2), shipped, min(128, shipped * 2)}))
@@ -55,18 +77,14 @@ def grid(paged, shipped):
 def main(out, seconds=280.0):
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
+    start = time.perf_counter()            # for the progress lines
     shapes = [bd.DecodeShape(B, N) for B, N in CONTIGUOUS] + [bd.DecodeShape(B, N, p) for B, N, p in PAGED_1K]
     if runtime.DEVICE != "cuda":
         shapes = SMOKE
     with open(out / "decode_explore.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, COLUMNS)
         writer.writeheader()
-        for shape in shapes:
-            if time.perf_counter() - start > seconds:
-                print(f"time's up before {shape.name()}", flush=True)
-                break
-            sets = bd.input_sets(shape, torch.Generator(runtime.DEVICE).manual_seed(0))
+        for shape, sets in shape_inputs(shapes, seconds):
             x = sets[0]
             paged = shape.page_size > 0
             shipped_fn = bd.build_fa2(shape, sets)
@@ -92,9 +110,7 @@ def main(out, seconds=280.0):
             for (bn, w, s), splits, pdl in grid(paged, shipped_splits):
                 cfg = dict(block_n=bn, num_warps=w, num_stages=s, pdl=pdl)
                 try:
-                    plan = decoding.DecodePlan(x.q, x.k_cache, x.v_cache, x.cache_seqlens, x.block_table,
-                                               shape.D ** -0.5, splits, -1, 0.0, config=cfg)
-                    fn = lambda x, plan=plan: plan(x.q, x.k_cache, x.v_cache, x.cache_seqlens, x.block_table)[0]
+                    fn = plan_fn(flash_decoding, x, cfg, splits)
                     err = rel_err(fn(x).float(), expected)
                     us = bd.gpu_time_us(fn, sets)[0]
                 except Exception as error:              # out of shared memory and the like: note it, go on
@@ -104,22 +120,14 @@ def main(out, seconds=280.0):
                 row("grid", us, block_n=bn, num_warps=w, num_stages=s, num_splits=splits, pdl=pdl,
                     rel_err=f"{err:.1e}", check="ok" if err <= 1e-2 else "fail")
             # the best few again, with evict_first on the K and V loads
-            shipped_launch = decoding.decode_launch
-            decoding.decode_launch = EVICT.decode_launch
-            try:
-                for us0, cfg, splits in sorted(timed, key=lambda t: t[0])[:4]:
-                    plan = decoding.DecodePlan(x.q, x.k_cache, x.v_cache, x.cache_seqlens, x.block_table,
-                                               shape.D ** -0.5, splits, -1, 0.0, config=cfg)
-                    fn = lambda x, plan=plan: plan(x.q, x.k_cache, x.v_cache, x.cache_seqlens, x.block_table)[0]
-                    err = rel_err(fn(x).float(), expected)
-                    us = bd.gpu_time_us(fn, sets)[0]
-                    again = bd.gpu_time_us(lambda x, plan=plan: plan(x.q, x.k_cache, x.v_cache, x.cache_seqlens,
-                                                                     x.block_table)[0], sets)[0]
-                    row("evict", us, **{k: v for k, v in cfg.items()}, num_splits=splits, evict="first",
-                        rel_err=f"{err:.1e}", check="ok" if err <= 1e-2 else "fail")
-                    row("evict_again", again, **cfg, num_splits=splits, evict="first")
-            finally:
-                decoding.decode_launch = shipped_launch
+            for us0, cfg, splits in sorted(timed, key=lambda t: t[0])[:4]:
+                fn = plan_fn(EVICT, x, cfg, splits)
+                err = rel_err(fn(x).float(), expected)
+                us = bd.gpu_time_us(fn, sets)[0]
+                again = bd.gpu_time_us(fn, sets)[0]
+                row("evict", us, **cfg, num_splits=splits, evict="first",
+                    rel_err=f"{err:.1e}", check="ok" if err <= 1e-2 else "fail")
+                row("evict_again", again, **cfg, num_splits=splits, evict="first")
             best = min(timed, key=lambda t: t[0]) if timed else None
             print(f"{shape.name():24s} shipped {shipped_us:8.2f} us"
                   + (f"  cudnn {cudnn_us:8.2f}" if cudnn_us else "")

@@ -1,16 +1,19 @@
-"""Two variants of chapter 9's split-KV kernel for short paged caches, timed beside the shipped one (an H200).
+"""Ways of assigning key tiles to the splits of chapter 9's split-KV kernel, timed side by side (an H200).
 
     python gpu/decode_strided.py OUT [SECONDS]     # OUT/decode_strided.csv; on the CPU: a correctness check only
 
-A paged decode's first K load waits for three dependent reads: the row's length (which fixes where the split's
-chunk starts), then the block-table entries of that chunk's first tile, then K. With 1k keys each split holds
+A paged decode's first K load waited for three dependent reads: the row's length (which fixed where the split's
+chunk started), then the block-table entries of that chunk's first tile, then K. With 1k keys each split holds
 one or two tiles, so that chain is most of the call.
-- "strided": split s takes tiles s, s + S, s + 2S, ... instead of one chunk of consecutive tiles, so where its
-  first tile is no longer depends on the length (only where the loop stops does).
+- "chunked": split s takes one run of consecutive tiles (chapter 9's assignment when the committed CSV was made,
+  where these rows are called "shipped"), a mutant of fa2/chapters/flash_decoding.py;
+- "strided": split s takes tiles s, s + S, s + 2S, ..., so where its first tile is does not depend on the length
+  (only where the loop stops does): chapter 9's kernel as it is now, chosen from this script's run;
 - "prefetch": strided, and each tile's block-table entries are loaded one tile ahead (the first tile's before
-  the loop, masked by the table's size, not by the length), so the table read can overlap the length read.
-Both are mutants (fa2.testing.mutant) of fa2/chapters/flash_decoding.py. Every variant is checked against the
-fp64 reference with ragged lengths and NaN written past them before it is timed.
+  the loop, masked by the table's size, not by the length), so the table read can overlap the length read; a
+  mutant. It helped at 1k keys and hurt from 8k on (the pipeliner no longer prefetches K and V).
+Every variant is checked against the fp64 reference with ragged lengths and NaN written past them before it is
+timed.
 """
 
 import csv
@@ -26,16 +29,19 @@ from fa2 import runtime
 from fa2.chapters import flash_decoding
 from fa2.testing import mutant, rel_err
 
-CHUNK = {
-    """    tiles_per_split = tl.cdiv(tl.cdiv(seqlen - kv_lo, BLOCK_N), num_splits)
+from decode_explore import plan_fn, shape_inputs   # gpu/decode_explore.py: this script's folder is on sys.path
+
+CHUNKED = {          # the assignment chapter 9 had before: split s takes one run of consecutive tiles
+    """    # this program's tiles: its own, then every num_splits-th one after it (interleaved)
+    split_start = kv_lo + split * BLOCK_N
+""": """    tiles_per_split = tl.cdiv(tl.cdiv(seqlen - kv_lo, BLOCK_N), num_splits)
     split_start = kv_lo + split * tiles_per_split * BLOCK_N
-    split_end = tl.minimum(split_start + tiles_per_split * BLOCK_N, seqlen)""":
-    """    split_start = kv_lo + split * BLOCK_N
-    split_end = seqlen""",
-    "for kv_tile_start in range(split_start, split_end, BLOCK_N):":
-    "for kv_tile_start in range(split_start, split_end, BLOCK_N * num_splits):",
+    split_end = tl.minimum(split_start + tiles_per_split * BLOCK_N, seqlen)
+""",
+    "for kv_tile_start in range(split_start, seqlen, BLOCK_N * num_splits):":
+    "for kv_tile_start in range(split_start, split_end, BLOCK_N):",
 }
-PREFETCH = dict(CHUNK, **{
+PREFETCH = {
     "    offs_n = tl.arange(0, BLOCK_N)\n": """    offs_n = tl.arange(0, BLOCK_N)
     pages = tl.zeros([BLOCK_N], dtype=tl.int64)
     if PAGE_SIZE > 0:
@@ -58,8 +64,9 @@ PREFETCH = dict(CHUNK, **{
             k_rows, v_rows = _cache_rows(BLOCK_TABLE, table_row, stride_table_p, kv_idx,
                                          off_b, stride_k_outer, stride_k_row,
                                          stride_v_outer, stride_v_row, load_key, PAGE_SIZE)""",
-})
-VARIANTS = {"shipped": flash_decoding, "strided": mutant(flash_decoding, CHUNK),
+}
+# the committed decode_strided.csv was made when "chunked" was the shipped kernel: its rows say "shipped" there
+VARIANTS = {"chunked": mutant(flash_decoding, CHUNKED), "strided": flash_decoding,
             "prefetch": mutant(flash_decoding, PREFETCH)}
 GPU_SHAPES = [(1, 1024, 0), (1, 1024, 16), (1, 1024, 256), (8, 1024, 0), (8, 1024, 16), (8, 1024, 256),
               (1, 8192, 0), (1, 8192, 16), (1, 131072, 0), (1, 131072, 16), (32, 8192, 16)]
@@ -73,17 +80,6 @@ def configs(paged):
     if runtime.DEVICE != "cuda":
         return [dict(block_n=16, num_warps=4, num_stages=1)]
     return [dict(block_n=bn, num_warps=4, num_stages=s) for bn in (32, 64) for s in ((5, 6) if paged else (3,))]
-
-
-def plan_fn(variant, x, cfg, splits):
-    shipped = decoding.decode_launch
-    decoding.decode_launch = VARIANTS[variant].decode_launch
-    try:
-        plan = decoding.DecodePlan(x.q, x.k_cache, x.v_cache, x.cache_seqlens, x.block_table,
-                                   x.q.shape[-1] ** -0.5, splits, -1, 0.0, config=cfg)
-    finally:
-        decoding.decode_launch = shipped
-    return lambda x: plan(x.q, x.k_cache, x.v_cache, x.cache_seqlens, x.block_table)[0]
 
 
 def ragged_check(shape, fn, seed):
@@ -108,11 +104,7 @@ def main(out, seconds=240.0):
     with open(out / "decode_strided.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, COLUMNS)
         writer.writeheader()
-        for shape in shapes:
-            if time.perf_counter() - start > seconds:
-                print(f"time's up before {shape.name()}", flush=True)
-                break
-            sets = bd.input_sets(shape, torch.Generator(runtime.DEVICE).manual_seed(0))
+        for shape, sets in shape_inputs(shapes, seconds):
             x = sets[0]
             ref = bd.reference(x)
             paged = shape.page_size > 0
@@ -124,7 +116,7 @@ def main(out, seconds=240.0):
                 for cfg in configs(paged):
                     for splits in splits_list:
                         for pdl in (("auto",) if not on_gpu else (True, False)):
-                            fn = plan_fn(variant, x, dict(cfg, pdl=pdl), splits)
+                            fn = plan_fn(VARIANTS[variant], x, dict(cfg, pdl=pdl), splits)
                             err = rel_err(fn(x), ref)
                             err_ragged = ragged_check(shape, fn, splits)
                             worst = max(worst, err, err_ragged, 0.0 if err == err else 1.0)

@@ -176,7 +176,8 @@ def build_fa2(problem, x):
 def build_fa2_ch10(problem, x):
     """fa2.attention_varlen on the packed tensors: chapter 10's kernel. As the provider fa2_ch10, on the window
     sweep's plain causal problem: the kernel windowed calls run, without the window, where fa2.attention takes
-    chapter 6's; its rate beside the windowed call's isolates the window."""
+    chapter 6's (or chapter 12's Gluon kernel, where its sm_90 table lists the shape); its rate beside the
+    windowed call's isolates the window."""
     fn = lambda: fa2.attention_varlen(x.q, x.k, x.v, x.cu_seqlens, x.cu_seqlens, x.max_seqlen, x.max_seqlen,
                                       causal=problem.causal, window=problem.window)
     return fn, lambda o: o

@@ -1,6 +1,6 @@
 """Ways of assigning key tiles to the splits of chapter 9's split-KV kernel, timed side by side (an H200).
 
-    python gpu/decode_strided.py OUT [SECONDS]     # OUT/decode_strided.csv; on the CPU: a correctness check only
+    python gpu/decode_strided.py OUT [SECONDS] [VARIANT,...]   # OUT/decode_strided.csv; on the CPU: a check only
 
 A paged decode's first K load waited for three dependent reads: the row's length (which fixed where the split's
 chunk started), then the block-table entries of that chunk's first tile, then K. With 1k keys each split holds
@@ -12,6 +12,9 @@ one or two tiles, so that chain is most of the call.
 - "prefetch": strided, and each tile's block-table entries are loaded one tile ahead (the first tile's before
   the loop, masked by the table's size, not by the length), so the table read can overlap the length read; a
   mutant. It helped at 1k keys and hurt from 8k on (the pipeliner no longer prefetches K and V).
+- "first" (not yet timed on a GPU; run with VARIANT strided,first): strided, with each split's first tile peeled
+  out of the loop and its loads masked by the capacity instead of the length, so they need not wait for it --
+  at 1k keys most splits have one tile, and the length's load is then a whole round trip before any K arrives.
 Every variant is checked against the fp64 reference with ragged lengths and NaN written past them before it is
 timed.
 """
@@ -65,9 +68,41 @@ PREFETCH = {
                                          off_b, stride_k_outer, stride_k_row,
                                          stride_v_outer, stride_v_row, load_key, PAGE_SIZE)""",
 }
+FIRST_TILE = {       # the first tile of each split peeled, its loads masked by the capacity, not the length
+    "    offs_n = tl.arange(0, BLOCK_N)\n    for kv_tile_start in range(split_start, seqlen, BLOCK_N * num_splits):":
+    """    offs_n = tl.arange(0, BLOCK_N)
+    # the first tile, peeled: its loads are masked by the capacity, not by the length, so they need not wait for
+    # it (the block table's entries up to the capacity must be valid pages: no bounds check in this mutant);
+    # keys past the length are masked out of the scores, and V's rows there are zeroed (NaN · 0 is NaN)
+    kv_idx = split_start + offs_n
+    in_cap = (kv_idx >= kv_lo) & (kv_idx < N_CAP)
+    k_rows, v_rows = _cache_rows(BLOCK_TABLE, table_row, stride_table_p, kv_idx,
+                                 off_b, stride_k_outer, stride_k_row,
+                                 stride_v_outer, stride_v_row, in_cap, PAGE_SIZE)
+    cap_mask = in_cap[:, None] & d_live[None, :]
+    k = tl.load(k_head + k_rows[:, None], mask=cap_mask, other=0.0)
+    v = tl.load(v_head + v_rows[:, None], mask=cap_mask, other=0.0)
+    v = tl.where(((kv_idx >= kv_lo) & (kv_idx < seqlen))[:, None], v, 0.0)
+    scores = tl.dot(q, tl.trans(k))
+    if HAS_SOFTCAP:
+        scores = softcap_log2e * _tanh(scores * qk_scale)
+    else:
+        scores = scores * qk_scale
+    visible = kv_idx[None, :] <= pos[:, None]
+    if HAS_WINDOW:
+        visible = visible & (kv_idx[None, :] >= pos[:, None] - window_left)
+    scores = tl.where(visible, scores, float("-inf"))
+    m_new = tl.maximum(row_max, tl.max(scores, axis=1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    p = tl.math.exp2(scores - m_safe[:, None])
+    row_sum = tl.sum(p, axis=1)
+    acc = tl.dot(p.to(v.dtype), v)
+    row_max = m_new
+    for kv_tile_start in range(split_start + BLOCK_N * num_splits, seqlen, BLOCK_N * num_splits):""",
+}
 # the committed decode_strided.csv was made when "chunked" was the shipped kernel: its rows say "shipped" there
 VARIANTS = {"chunked": mutant(flash_decoding, CHUNKED), "strided": flash_decoding,
-            "prefetch": mutant(flash_decoding, PREFETCH)}
+            "prefetch": mutant(flash_decoding, PREFETCH), "first": mutant(flash_decoding, FIRST_TILE)}
 GPU_SHAPES = [(1, 1024, 0), (1, 1024, 16), (1, 1024, 256), (8, 1024, 0), (8, 1024, 16), (8, 1024, 256),
               (1, 8192, 0), (1, 8192, 16), (1, 131072, 0), (1, 131072, 16), (32, 8192, 16)]
 CPU_SHAPES = [bd.DecodeShape(2, 100, 16, Hq=4, Hkv=2, D=32), bd.DecodeShape(2, 90, 0, Hq=4, Hkv=2, D=32),
@@ -94,7 +129,7 @@ def ragged_check(shape, fn, seed):
     return rel_err(fn(ragged), bd.reference(x, lengths))
 
 
-def main(out, seconds=240.0):
+def main(out, seconds=240.0, names=("chunked", "strided", "prefetch")):
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -112,7 +147,7 @@ def main(out, seconds=240.0):
             splits_list = sorted({shipped_splits, max(1, shipped_splits // 2), 3, 5} if not on_gpu
                                  else {shipped_splits, max(1, shipped_splits // 2)})
             base_us = None
-            for variant in VARIANTS:
+            for variant in names:
                 for cfg in configs(paged):
                     for splits in splits_list:
                         for pdl in (("auto",) if not on_gpu else (True, False)):
@@ -135,4 +170,5 @@ def main(out, seconds=240.0):
 
 
 if __name__ == "__main__":
-    sys.exit(0 if main(sys.argv[1], *map(float, sys.argv[2:3])) <= 2e-2 else 1)
+    names = tuple(sys.argv[3].split(",")) if len(sys.argv) > 3 else ("chunked", "strided", "prefetch")
+    sys.exit(0 if main(sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else 240.0, names) <= 2e-2 else 1)

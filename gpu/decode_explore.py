@@ -29,7 +29,14 @@ CONTIGUOUS = [(32, 1024), (32, 8192), (32, 131072), (8, 4096), (8, 131072), (1, 
 PAGED_1K = [(1, 1024, 16), (1, 1024, 256), (8, 1024, 16), (8, 1024, 256), (1, 1024, 0), (8, 1024, 0)]
 SMOKE = [bd.DecodeShape(1, 48, 0, Hq=4, Hkv=2, D=32), bd.DecodeShape(2, 40, 16, Hq=4, Hkv=1, D=32)]  # CPU check
 COLUMNS = ["B", "N", "layout", "variant", "block_n", "num_warps", "num_stages", "num_splits", "pdl", "evict",
-           "gpu_us", "vs_shipped", "vs_cudnn", "rel_err", "check"]
+           "gpu_us", "vs_shipped", "vs_cudnn", "rel_err", "check", "device", "torch", "triton", "command"]
+
+
+def environment():
+    """The columns every row carries: the GPU, the versions and the command line that made the file."""
+    import triton
+    return dict(device=bd.device_name(), torch=torch.__version__, triton=triton.__version__,
+                command="python " + " ".join(sys.argv))
 
 EVICT = mutant(flash_decoding, {
     "k = tl.load(k_head + k_rows[:, None], mask=load_mask, other=0.0)":
@@ -83,6 +90,7 @@ def main(out, seconds=280.0):
         shapes = SMOKE
     with open(out / "decode_explore.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, COLUMNS)
+        context = environment()
         writer.writeheader()
         for shape, sets in shape_inputs(shapes, seconds):
             x = sets[0]
@@ -94,7 +102,7 @@ def main(out, seconds=280.0):
             if not paged and runtime.DEVICE == "cuda":
                 cudnn_us = bd.gpu_time_us(bd.build_sdpa(SDPBackend.CUDNN_ATTENTION)(shape, sets), sets)[0]
             shipped_splits = decoding.choose_num_splits(x.q, x.k_cache, x.block_table)
-            base = dict(B=shape.B, N=shape.N, layout=shape.layout)
+            base = dict(B=shape.B, N=shape.N, layout=shape.layout, **context)
 
             def row(variant, us, **extra):
                 r = dict(base, variant=variant, gpu_us=f"{us:.4g}", vs_shipped=f"{us / shipped_us:.4f}",

@@ -32,7 +32,7 @@ from fa2 import runtime
 from fa2.chapters import flash_decoding
 from fa2.testing import mutant, rel_err
 
-from decode_explore import plan_fn, shape_inputs   # gpu/decode_explore.py: this script's folder is on sys.path
+from decode_explore import environment, plan_fn, shape_inputs   # gpu/decode_explore.py: this script's folder is on sys.path
 
 CHUNKED = {          # the assignment chapter 9 had before: split s takes one run of consecutive tiles
     """    # this program's tiles: its own, then every num_splits-th one after it (interleaved)
@@ -108,7 +108,7 @@ GPU_SHAPES = [(1, 1024, 0), (1, 1024, 16), (1, 1024, 256), (8, 1024, 0), (8, 102
 CPU_SHAPES = [bd.DecodeShape(2, 100, 16, Hq=4, Hkv=2, D=32), bd.DecodeShape(2, 90, 0, Hq=4, Hkv=2, D=32),
               bd.DecodeShape(3, 64, 32, Hq=8, Hkv=2, D=16, N_Q=3)]
 COLUMNS = ["B", "N", "layout", "variant", "block_n", "num_stages", "num_splits", "pdl", "gpu_us", "vs_shipped",
-           "rel_err", "rel_err_ragged"]
+           "rel_err", "rel_err_ragged", "device", "torch", "triton", "command"]
 
 
 def configs(paged):
@@ -138,6 +138,7 @@ def main(out, seconds=240.0, names=("chunked", "strided", "prefetch")):
     worst = 0.0
     with open(out / "decode_strided.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, COLUMNS)
+        context = environment()
         writer.writeheader()
         for shape, sets in shape_inputs(shapes, seconds):
             x = sets[0]
@@ -161,7 +162,7 @@ def main(out, seconds=240.0, names=("chunked", "strided", "prefetch")):
                                                  block_n=cfg["block_n"], num_stages=cfg["num_stages"],
                                                  num_splits=splits, pdl=pdl, gpu_us=f"{us:.4g}",
                                                  vs_shipped=f"{us / base_us:.4f}", rel_err=f"{err:.1e}",
-                                                 rel_err_ragged=f"{err_ragged:.1e}"))
+                                                 rel_err_ragged=f"{err_ragged:.1e}", **context))
                             f.flush()
             print(f"{shape.name():24s} done [{time.perf_counter() - start:5.0f} s]", flush=True)
             del sets, x

@@ -147,11 +147,23 @@ def check(out, rung, config=None):
 
 
 def gluon_provider(name, rung, config, label):
-    """A fa2.bench provider (named gluon_NAME) that runs attention_gluon with this rung and config."""
+    """A fa2.bench provider (named gluon_NAME) that runs the Gluon kernel with this rung and config the way
+    fa2.attention runs a dispatched call: through a fa2.plan.GluonPlan made on the first call of a shape (later
+    calls go straight to the compiled launcher). Runs before session 7 called attention_gluon, whose JIT path adds
+    0.1-0.2 ms of host time a call on the H200 machine: at small shapes their Gluon times are host time."""
     from fa2 import bench as fb
-    from fa2.gluon.attention_hopper import attention_gluon
+    from fa2.plan import GluonPlan
+    from fa2.validate import softmax_scale
 
-    build = lambda shape: (lambda q, k, v: attention_gluon(q, k, v, shape.causal, rung=rung, config=config)[0])
+    def build(shape):
+        plans = {}
+
+        def run(q, k, v):
+            if "plan" not in plans:
+                plans["plan"] = GluonPlan(q, k, v, shape.causal, softmax_scale(q.shape[-1], None),
+                                          (rung, dict(config or {})))
+            return plans["plan"](q, k, v)[0]
+        return run
     return fb.Provider(f"gluon_{name}", label, build)
 
 

@@ -20,6 +20,20 @@ from fa2.dispatch import gluon_for, kernel_for, select_config
 from fa2.validate import check_attention_inputs, softmax_scale
 
 
+def launch_descriptors(plan, tensors, rest):
+    """A compiled plan's launch (plan.launch ready) with host TMA descriptors of `tensors` (laid out as
+    plan.layouts, in order), then the arguments `rest`: descriptors encoded once per address where this Triton
+    allows it (EncodedDescriptors, built on the first call and kept in plan.encoded), else through the launcher's
+    own encoding (HostDescriptor). FastPlan and GluonPlan launch this way."""
+    encoded = plan.encoded
+    if encoded is None:
+        encoded = plan.encoded = EncodedDescriptors.build(plan.launch.compiled, plan.layouts) or False
+    if encoded:
+        encoded.launch(plan.launch, tensors, rest)
+    else:
+        plan.launch.direct(*(HostDescriptor(t, layout) for t, layout in zip(tensors, plan.layouts)), *rest)
+
+
 class FastPlan:
     """The Hopper kernel's launch for one input signature: grid, config, strides and scalars fixed."""
 
@@ -51,14 +65,7 @@ class FastPlan:
             self.launch(*tensors, lse, *self.scalars)
         elif self.host_desc:
             viewed = (q, k, v, o) * (len(self.layouts) // 4)   # the tensor under each descriptor, in order
-            encoded = self.encoded
-            if encoded is None:
-                encoded = self.encoded = EncodedDescriptors.build(self.launch.compiled, self.layouts) or False
-            if encoded:
-                encoded.launch(self.launch, viewed, (*self.unused, lse, *self.scalars))
-            else:
-                self.launch.direct(*(HostDescriptor(t, layout) for t, layout in zip(viewed, self.layouts)),
-                                   *self.unused, lse, *self.scalars)
+            launch_descriptors(self, viewed, (*self.unused, lse, *self.scalars))
         else:
             self.launch.direct(q, k, v, o, *self.unused, lse, *self.scalars)
         return o, lse
@@ -115,14 +122,7 @@ class GluonPlan:
         if not self.launch.ready():
             self.launch(*self.descriptors((q, k, v, o), self.layouts), lse, *self.scalars)
             return o, lse
-        encoded = self.encoded
-        if encoded is None:
-            encoded = self.encoded = EncodedDescriptors.build(self.launch.compiled, self.layouts) or False
-        if encoded:
-            encoded.launch(self.launch, (q, k, v, o), (lse, *self.rest))
-        else:
-            self.launch.direct(*(HostDescriptor(t, layout) for t, layout in zip((q, k, v, o), self.layouts)),
-                               lse, *self.rest)
+        launch_descriptors(self, (q, k, v, o), (lse, *self.rest))
         return o, lse
 
 

@@ -164,3 +164,36 @@ def test_small_grid_rule_keeps_a_config_tuned_for_the_calls_waves(monkeypatch):
     assert dispatch.select_config("fast", q, q, q, False, None) is table
     monkeypatch.setattr(dispatch, "tuned_for_its_waves", lambda *a: False)
     assert dispatch.select_config("fast", q, q, q, False, None) == dict(table, **dispatch.SMALL_GRID_CONFIGS[64])
+
+
+def test_launch_descriptors_encodes_once_or_falls_back(monkeypatch):
+    """FastPlan's and GluonPlan's compiled launches: EncodedDescriptors built on the first call and reused, the
+    tensors and the other arguments handed over in order; where it cannot be built (another Triton), the
+    launcher gets HostDescriptors of the tensors with the plan's layouts, then the same arguments."""
+    import types
+    from fa2 import plan as fa2_plan
+    calls, builds = [], []
+
+    class Encoded:
+        def launch(self, lean, tensors, rest):
+            calls.append(("encoded", lean, tensors, rest))
+    launch = types.SimpleNamespace(compiled="compiled",
+                                   direct=lambda *args: calls.append(("direct",) + args))
+    layouts = [((1, 2, 64, 32), (4096, 2048, 32, 1), [1, 1, 64, 32], "zero"),
+               ((1, 2, 80, 32), (5120, 2560, 32, 1), [1, 1, 16, 32], "zero")]
+    plan = types.SimpleNamespace(launch=launch, layouts=layouts, encoded=None)
+    monkeypatch.setattr(fa2_plan.EncodedDescriptors, "build",
+                        lambda compiled, layouts: builds.append((compiled, layouts)) or Encoded())
+    for _ in range(2):
+        fa2_plan.launch_descriptors(plan, ("q", "k"), ("lse", 1))
+    assert builds == [("compiled", layouts)]
+    assert calls == [("encoded", launch, ("q", "k"), ("lse", 1))] * 2
+    calls.clear()
+    plan.encoded = None
+    monkeypatch.setattr(fa2_plan.EncodedDescriptors, "build", lambda compiled, layouts: None)
+    fa2_plan.launch_descriptors(plan, ("q", "k"), ("lse", 1))
+    assert plan.encoded is False
+    (kind, dq, dk, *rest), = calls
+    assert kind == "direct" and rest == ["lse", 1]
+    assert (dq.base, dk.base) == ("q", "k")
+    assert [(d.shape, d.strides, d.block_shape, d.padding) for d in (dq, dk)] == layouts

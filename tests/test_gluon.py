@@ -132,7 +132,7 @@ def test_bad_arguments_are_refused(hopper):
 
 
 def test_launcher_specialises_no_size(hopper):
-    """The JIT launcher binds H, GROUP, N_Q, N_KV as plain i32 (do_not_specialize): one compile per (rung, D,
+    """The JIT launcher binds H, GROUP, N_Q, N_KV (and window_left) as plain i32 (do_not_specialize): one compile per (rung, D,
     dtype, causal) over gpu/gluon_check.py's shapes, not one per size pattern (== 1, % 16), which would not fit
     its 55 s per rung; and the sizes are typed as compile_rung's signature types them."""
     from triton.backends.compiler import BaseBackend
@@ -149,9 +149,10 @@ def test_launcher_specialises_no_size(hopper):
     specs = set()
     for sizes in [(4, 1, 128, 128), (4, 1, 1000, 1000), (8, 4, 1000, 1100), (2, 1, 1, 300), (2, 1, 300, 1),
                   (2, 1, 130, 4000)]:
-        _, spec, _ = binder(desc, desc, desc, desc, torch.empty(4), *sizes, 0.5, **constexprs)
-        specs.add(tuple(spec[5:9]))
-    assert specs == {(("i32", None),) * 4}
+        for window_left in (-1, 1, 4096):
+            _, spec, _ = binder(desc, desc, desc, desc, torch.empty(4), *sizes, 0.5, window_left, **constexprs)
+            specs.add(tuple(spec[5:9]) + (spec[10],))
+    assert specs == {(("i32", None),) * 5}
 
 
 def _tile_cases(block_m=128, block_n=128):
@@ -161,45 +162,62 @@ def _tile_cases(block_m=128, block_n=128):
     return shapes + causal_boundary_cases(block_m, block_n)[::7]
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_kv_range_covers_the_visible_keys(hopper, causal):
-    """Every (query < N_Q, key) pair visible under bottom-right causality (key <= query + N_KV - N_Q) or all
-    keys < N_KV lies in [0, kv_end); [0, free_end) is whole tiles every query of the tile sees (no mask)."""
+WINDOWS = [-1, 0, 1, 37, 64, 127, 128, 300, 1000]     # -1: none; causal only
+
+
+@pytest.mark.parametrize("causal,window_left", [(False, -1)] + [(True, w) for w in WINDOWS])
+@pytest.mark.parametrize("BN", [128, 64])
+def test_kv_range_covers_the_visible_keys(hopper, causal, window_left, BN):
+    """Every (query < N_Q, key) pair visible under bottom-right causality (key <= query + N_KV - N_Q), with a
+    window also key >= query + N_KV - N_Q - window_left, or all keys < N_KV, lies in [kv_start, kv_end);
+    [free_start, free_end) is whole tiles every query of the tile sees (no mask); the ranges are in order and
+    on the tile grid."""
     import numpy as np
-    BM = BN = 128
+    BM = 128
     for nq, nk in _tile_cases(BM, BN):
         rows, keys = np.arange(nq)[:, None], np.arange(nk)[None, :]
         visible = (keys <= rows + nk - nq) if causal else np.ones((nq, nk), bool)
+        if window_left >= 0:
+            visible &= keys >= rows + nk - nq - window_left
         for m_start in range(0, nq, BM):
-            free_end, kv_end = hopper.kv_range(m_start, nq, nk, BM, BN, causal)
+            kv_start, free_start, free_end, kv_end = hopper.kv_range(m_start, nq, nk, BM, BN, causal, window_left)
+            where = (nq, nk, m_start, kv_start, free_start, free_end, kv_end)
             tile = visible[m_start:m_start + BM]
-            assert free_end % BN == 0 and 0 <= free_end <= kv_end <= nk, (nq, nk, m_start, free_end, kv_end)
-            assert not tile[:, kv_end:].any(), (nq, nk, m_start, kv_end)
-            assert tile[:, :free_end].all(), (nq, nk, m_start, free_end)
+            assert kv_start % BN == 0 and free_start % BN == 0 and free_end % BN == 0, where
+            assert 0 <= kv_start <= free_start <= free_end <= kv_end <= nk, where
+            assert not tile[:, kv_end:].any() and not tile[:, :kv_start].any(), where
+            assert tile[:, free_start:free_end].all(), where
+            if window_left >= 0 and nk >= 8 * BN and nq == nk and m_start >= window_left + 2 * BM:
+                # a window far from the sequence's start: the skipped tiles follow it, not N
+                assert kv_end - kv_start <= window_left + BM + 2 * BN, where
 
 
-def _consumer_ops(rung, n_tiles, n_free, pingpong):
+def _consumer_ops(rung, n_tiles, n_free, pingpong, n_lower=0):
     """One consumer's mbarrier waits, arrives and frees in the kernel's order (rung 1: per tile wait K, wait V,
-    free; rungs 2-4: S of tile j before P·V of j-1, each of the two key ranges peeled). PINGPONG (rung 4):
+    free; rungs 2-4: S of tile j before P·V of j-1, each key range peeled: n_lower masked tiles at a window's
+    left edge, then the mask-free ones up to tile n_free, then the masked rest). PINGPONG (rung 4):
     ("turn", i) waits for turn i around each wgmma issue, ("pass", i) hands it over once issued; the turn
-    indices are the kernel's (tile j's issue is turn j, + 1 in a masked range after a mask-free one)."""
+    indices are the kernel's (tile j's issue is turn j, + 1 for each earlier range that had tiles). Tiles are
+    counted from the program's first key tile."""
     ops = []
     if rung == 1:
         for j in range(n_tiles):
             ops += [("k", j), ("v", j), ("free", j)]
         return ops
     turn = lambda i: [("turn", i), ("pass", i)] if pingpong else []
-    for lo, hi in ((0, n_free), (n_free, n_tiles)):
+    shift = 0
+    for lo, hi in ((0, n_lower), (n_lower, n_free), (n_free, n_tiles)):
         if lo < hi:
-            shift = 1 if lo > 0 else 0
             ops += [("k", lo)] + turn(lo + shift)
             for j in range(lo + 1, hi):
                 ops += [("k", j)] + turn(j + shift)[:1] + [("v", j - 1)] + turn(j + shift)[1:] + [("free", j - 1)]
             ops += [("v", hi - 1)] + turn(hi + shift) + [("free", hi - 1)]
+            shift += 1
     return ops
 
 
-def _simulate_ring(rung, n_tiles, n_free, NUM_BUFFERS, ring_slot, rng, pingpong=False, turn_phase=None):
+def _simulate_ring(rung, n_tiles, n_free, NUM_BUFFERS, ring_slot, rng, pingpong=False, turn_phase=None,
+                   n_lower=0):
     """The kernel's order of mbarrier waits, arrives and TMA loads as plain Python (see _consumer_ops; rungs
     3-4: a producer that waits for the empty barrier; rung 4: two consumers, each arriving once per tile on
     empty barriers of count 2, and under PINGPONG passing turns through two barriers of count 1), run under a
@@ -245,7 +263,7 @@ def _simulate_ring(rung, n_tiles, n_free, NUM_BUFFERS, ring_slot, rng, pingpong=
         assert done == want, f"{kind} wait of {t} passed with {done} phases completed, meaning {want}"
         return True
 
-    agents = [(c, _consumer_ops(rung, n_tiles, n_free, pingpong)) for c in range(consumers)]
+    agents = [(c, _consumer_ops(rung, n_tiles, n_free, pingpong, n_lower)) for c in range(consumers)]
     if rung >= 3:
         agents.append((None, [op for t in range(n_tiles) for op in (("e", t), ("load", t))]))
     else:
@@ -290,12 +308,14 @@ def test_ring_phases_and_counts(hopper, rung, NUM_BUFFERS, pingpong, BLOCK_N):
     rng = np.random.default_rng(0)
     BM, BN = 128, BLOCK_N
     for nq, nk in _tile_cases(BM, BN):
-        for causal in (False, True):
+        for causal, window_left in ((False, -1), (True, -1), (True, 100), (True, 300)):
             for m_start in range(0, nq, BM):
-                free_end, kv_end = hopper.kv_range(m_start, nq, nk, BM, BN, causal)
+                kv_start, free_start, free_end, kv_end = hopper.kv_range(m_start, nq, nk, BM, BN, causal,
+                                                                         window_left)
+                tiles = lambda key: -(-(key - kv_start) // BN)          # counted from the first key tile
                 for _ in range(3):
-                    _simulate_ring(rung, -(-kv_end // BN), free_end // BN, NUM_BUFFERS, hopper.ring_slot, rng,
-                                   pingpong, hopper.turn_phase)
+                    _simulate_ring(rung, tiles(kv_end), tiles(free_end), NUM_BUFFERS, hopper.ring_slot, rng,
+                                   pingpong, hopper.turn_phase, tiles(free_start))
 
 
 def test_turn_indices_are_contiguous():
@@ -303,9 +323,10 @@ def test_turn_indices_are_contiguous():
     (a gap or a repeat would desynchronise the turn barriers' parities)."""
     for n_tiles in range(0, 7):
         for n_free in range(0, n_tiles + 1):
-            turns = [t for kind, t in _consumer_ops(4, n_tiles, n_free, True) if kind == "turn"]
-            ranges = (n_free > 0) + (n_tiles > n_free)
-            assert turns == list(range(n_tiles + ranges)), (n_tiles, n_free, turns)
+            for n_lower in range(0, n_free + 1):
+                turns = [t for kind, t in _consumer_ops(4, n_tiles, n_free, True, n_lower) if kind == "turn"]
+                ranges = (n_lower > 0) + (n_free > n_lower) + (n_tiles > n_free)
+                assert turns == list(range(n_tiles + ranges)), (n_tiles, n_free, n_lower, turns)
 
 
 def test_rung_compiles_after_a_kernel_ran_under_the_interpreter(hopper, tmp_path, monkeypatch):
@@ -322,3 +343,28 @@ def test_rung_compiles_after_a_kernel_ran_under_the_interpreter(hopper, tmp_path
                     1, 2, 1, 40, 40, 64, torch.bfloat16, False)
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))       # a compile, not a cache hit
     assert "wgmma.mma_async" in hopper.compile_rung(1, 64, torch.bfloat16, False).asm["ptx"]
+
+
+@pytest.mark.parametrize("rung,config", [(1, None), (2, None), (3, None),
+                                         (4, {"BLOCK_N": 64, "NUM_BUFFERS": 3, "PINGPONG": 1})],
+                         ids=["r1", "r2", "r3", "r4-pingpong"])
+def test_window_variant_compiles_for_sm90(hopper, rung, config):
+    """A sliding window (WINDOW, causal) compiles for sm_90 on every rung, with the same shared memory as the
+    windowless kernel (no buffer more: the window only moves the key range and adds a left-edge mask); its
+    PTX compares each key with the window's bound (one more setp per score than the causal mask alone)."""
+    plain = hopper.compile_rung(rung, 128, torch.bfloat16, True, config=config)
+    windowed = hopper.compile_rung(rung, 128, torch.bfloat16, True, config=config, window=True)
+    assert windowed.metadata.shared == plain.metadata.shared
+    count = lambda k: k.asm["ptx"].count("setp.")
+    assert count(windowed) > count(plain)
+    with pytest.raises(Exception):                        # the kernel static_asserts: a window needs causal
+        hopper.compile_rung(rung, 128, torch.bfloat16, False, config=config, window=True)
+
+
+def test_window_needs_causal_on_the_host(hopper):
+    q = torch.zeros(1, 2, 64, 64, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="window"):
+        hopper.gluon_launch(q, q, q, torch.empty_like(q), False, 0.125, 1, None, window_left=16)
+    grid, layouts, scalars, constexprs, options = hopper.gluon_launch(q, q, q, torch.empty_like(q), True, 0.125, 1,
+                                                                      None, window_left=16)
+    assert scalars[-1] == 16 and constexprs["WINDOW"] is True and list(constexprs)[:2] == ["IS_CAUSAL", "WINDOW"]

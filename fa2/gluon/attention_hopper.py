@@ -119,12 +119,13 @@ def _slot(tile, NUM_BUFFERS: gl.constexpr):
 
 
 @gluon.jit
-def _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, tile, kv_end,
+def _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, tile, kv_start, kv_end,
              BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr):
-    """TMA loads of key tile `tile` (rows tile·BLOCK_N ...) into buffer tile % NUM_BUFFERS, one barrier for K
-    and one for V; nothing is issued when the tile starts at or past kv_end."""
+    """TMA loads of key tile `tile` of the program's key range (rows kv_start + tile·BLOCK_N ...; tiles are
+    counted from the range's start, 0 without a window) into buffer tile % NUM_BUFFERS, one barrier for K and
+    one for V; nothing is issued when the tile starts at or past kv_end."""
     buf = tile % NUM_BUFFERS
-    row = tile * BLOCK_N
+    row = kv_start + tile * BLOCK_N
     pred = row < kv_end
     mbarrier.expect(k_bars.index(buf), k_desc.block_type.nbytes, pred=pred)
     tma.async_copy_global_to_shared(k_desc, [off_b, off_kvh, row, 0], k_bars.index(buf), k_smem.index(buf),
@@ -135,30 +136,32 @@ def _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, til
 
 
 @gluon.jit
-def _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, tile, kv_end,
+def _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, tile, kv_start, kv_end,
              BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, PRODUCER: gl.constexpr):
     """Tile `tile` is consumed (every wgmma that read its buffer has completed): refill the buffer with tile
     `tile + NUM_BUFFERS` ourselves, or tell the producer partition it is free."""
     if PRODUCER:
         mbarrier.arrive(empty_bars.index(tile % NUM_BUFFERS), count=1)
     else:
-        _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, tile + NUM_BUFFERS, kv_end,
-                 BLOCK_N, NUM_BUFFERS)
+        _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, tile + NUM_BUFFERS, kv_start,
+                 kv_end, BLOCK_N, NUM_BUFFERS)
 
 
 @gluon.jit
-def _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, MASKED: gl.constexpr,
-                  IS_CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr, s_layout: gl.constexpr):
+def _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, window_left, MASKED: gl.constexpr,
+                  IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, BLOCK_N: gl.constexpr, s_layout: gl.constexpr):
     """Online softmax of one score tile s (fp32, raw q·k) in base 2: (p, alpha, m_new, l_new).
 
     MASKED=False: every key of the tile is visible to every row (no mask, no -inf guard, one FMA per score).
-    MASKED=True: keys >= N_KV and, causal, keys > row + diagonal get -inf; a row that has seen no key yet
-    keeps m = -inf and gets p = 0 (no NaN)."""
+    MASKED=True: keys >= N_KV and, causal, keys > row + diagonal get -inf, and with a WINDOW (causal only) also
+    keys < row + diagonal - window_left; a row that has seen no key yet keeps m = -inf and gets p = 0 (no NaN)."""
     if MASKED:
         offs_n = kv + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
         visible = offs_n[None, :] < N_KV
         if IS_CAUSAL:
             visible = visible & (offs_n[None, :] <= offs_m[:, None] + diagonal)
+        if WINDOW:
+            visible = visible & (offs_n[None, :] >= offs_m[:, None] + diagonal - window_left)
         s = gl.where(visible, s * qk_scale, float("-inf"))
         m_new = gl.maximum(m_i, _row_max(s))
         m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
@@ -209,9 +212,9 @@ def _pass_turn(turn_bars, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr):
 
 
 @gluon.jit
-def _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bar, phase, kv, offs_m, N_KV, diagonal, qk_scale,
+def _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bar, phase, kv, offs_m, N_KV, diagonal, qk_scale, window_left,
                 turn_bars, turn, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr,
-                MASKED: gl.constexpr, IS_CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                MASKED: gl.constexpr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                 dtype: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr):
     """Key tile at row kv (its K in k_tile, loaded when k_bar reaches `phase`): wait for K, S = Q·Kᵀ (waited; its
     issue is turn `turn` under PINGPONG), the softmax step and O rescaled; returns O, P as the A operand of the
@@ -222,16 +225,16 @@ def _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bar, phase, kv, offs_m, N_KV, d
                       use_acc=False, is_async=True)
     _pass_turn(turn_bars, CONSUMER, PINGPONG)
     s = warpgroup_mma_wait(0, deps=(s, ))
-    p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, MASKED, IS_CAUSAL,
-                                       BLOCK_N, s_layout)
+    p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, window_left, MASKED,
+                                       IS_CAUSAL, WINDOW, BLOCK_N, s_layout)
     acc = _rescale(acc, alpha, o_layout)
     return acc, _to_operand(p, dtype, o_layout), m_i, l_i
 
 
 @gluon.jit
 def _finish_tile(acc, p_op, v_tile, v_bar, phase, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
-                 off_b, off_kvh, tile, kv_end, turn_bars, turn, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr,
-                 BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, PRODUCER: gl.constexpr):
+                 off_b, off_kvh, tile, kv_start, kv_end, turn_bars, turn, CONSUMER: gl.constexpr,
+                 PINGPONG: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, PRODUCER: gl.constexpr):
     """O += P·V of key tile `tile` (its V in v_tile, loaded when v_bar reaches `phase`; the issue is turn `turn`
     under PINGPONG), waited; then its buffer is released."""
     mbarrier.wait(v_bar, phase)
@@ -239,7 +242,7 @@ def _finish_tile(acc, p_op, v_tile, v_bar, phase, k_desc, v_desc, k_smem, v_smem
     acc = warpgroup_mma(p_op, v_tile, acc, is_async=True)
     _pass_turn(turn_bars, CONSUMER, PINGPONG)
     acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-    _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, tile, kv_end,
+    _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, tile, kv_start, kv_end,
              BLOCK_N, NUM_BUFFERS, PRODUCER)
     return acc
 
@@ -248,22 +251,22 @@ def _finish_tile(acc, p_op, v_tile, v_bar, phase, k_desc, v_desc, k_smem, v_smem
 
 @gluon.jit
 def _attend_serial(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars,
-                   off_b, off_kvh, offs_m, lo, hi, kv_end, N_KV, diagonal, qk_scale,
-                   MASKED: gl.constexpr, IS_CAUSAL: gl.constexpr, PRODUCER: gl.constexpr,
+                   off_b, off_kvh, offs_m, lo, hi, kv_start, kv_end, N_KV, diagonal, qk_scale, window_left,
+                   MASKED: gl.constexpr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, PRODUCER: gl.constexpr,
                    BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                    NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr):
     """Rung 1: key tiles [lo, hi) one after the other (S, softmax, P·V, each waited)."""
     dtype: gl.constexpr = k_desc.dtype
     for kv in range(lo, hi, BLOCK_N):
-        tile = kv // BLOCK_N
+        tile = (kv - kv_start) // BLOCK_N                  # counted from the program's first key tile
         buf, phase = _slot(tile, NUM_BUFFERS)
         k_tile, v_tile = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
         acc, p_op, m_i, l_i = _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bars.index(buf), phase, kv, offs_m,
-                                          N_KV, diagonal, qk_scale, turn_bars, 0, 0, False, MASKED, IS_CAUSAL,
-                                          BLOCK_M, BLOCK_N, dtype, s_layout, o_layout)
+                                          N_KV, diagonal, qk_scale, window_left, turn_bars, 0, 0, False, MASKED,
+                                          IS_CAUSAL, WINDOW, BLOCK_M, BLOCK_N, dtype, s_layout, o_layout)
         acc = _finish_tile(acc, p_op, v_tile, v_bars.index(buf), phase, k_desc, v_desc, k_smem, v_smem, k_bars,
-                           v_bars, empty_bars, off_b, off_kvh, tile, kv_end, turn_bars, 0, 0, False, BLOCK_N,
-                           NUM_BUFFERS, PRODUCER)
+                           v_bars, empty_bars, off_b, off_kvh, tile, kv_start, kv_end, turn_bars, 0, 0, False,
+                           BLOCK_N, NUM_BUFFERS, PRODUCER)
     return acc, m_i, l_i
 
 
@@ -271,27 +274,28 @@ def _attend_serial(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars
 
 @gluon.jit
 def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
-                      turn_bars, off_b, off_kvh, offs_m, lo, hi, kv_end, N_KV, diagonal, qk_scale,
-                      MASKED: gl.constexpr, IS_CAUSAL: gl.constexpr, PRODUCER: gl.constexpr,
-                      CONSUMER: gl.constexpr, PINGPONG: gl.constexpr,
+                      turn_bars, off_b, off_kvh, offs_m, lo, hi, kv_start, kv_end, N_KV, diagonal, qk_scale,
+                      window_left, shift, MASKED: gl.constexpr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr,
+                      PRODUCER: gl.constexpr, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr,
                       BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                       NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr):
     """Rung 2: key tiles [lo, hi) with FA3's intra-warpgroup overlap. Per tile j: issue S_j = Q·K_jᵀ, issue
     O += P_{j-1}·V_{j-1}, wait for S_j only (wgmma groups retire in order), softmax of S_j while P·V runs,
     then wait for P·V, free buffer j-1 and rescale O. The first tile's S and the last tile's P·V are peeled.
-    PINGPONG: each of those issue points is one turn (tile j's is turn j, + 1 in the masked range after a
-    mask-free one, whose last P·V took a turn of its own: see turn_index)."""
+    Tiles are counted from the program's first key tile (kv_start). PINGPONG: each of those issue points is
+    one turn: tile j's is turn j + shift, shift being the number of earlier key ranges that had tiles (the
+    last P·V of each took a turn of its own: see turn_index)."""
     dtype: gl.constexpr = k_desc.dtype
     if lo < hi:
-        shift = (gl.to_tensor(lo) > 0).to(gl.int32)        # lo is a constant 0 in the mask-free range
-        buf, phase = _slot(lo // BLOCK_N, NUM_BUFFERS)
+        first = (lo - kv_start) // BLOCK_N
+        buf, phase = _slot(first, NUM_BUFFERS)
         k_tile, _ = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
         acc, p_op, m_i, l_i = _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bars.index(buf), phase, lo, offs_m,
-                                          N_KV, diagonal, qk_scale, turn_bars, lo // BLOCK_N + shift, CONSUMER,
-                                          PINGPONG, MASKED, IS_CAUSAL, BLOCK_M, BLOCK_N, dtype, s_layout,
-                                          o_layout)
+                                          N_KV, diagonal, qk_scale, window_left, turn_bars, first + shift,
+                                          CONSUMER, PINGPONG, MASKED, IS_CAUSAL, WINDOW, BLOCK_M, BLOCK_N, dtype,
+                                          s_layout, o_layout)
         for kv in range(lo + BLOCK_N, hi, BLOCK_N):
-            tile = kv // BLOCK_N
+            tile = (kv - kv_start) // BLOCK_N
             buf, phase = _slot(tile, NUM_BUFFERS)
             prev = tile - 1
             pbuf, pphase = _slot(prev, NUM_BUFFERS)
@@ -305,19 +309,19 @@ def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
             acc = warpgroup_mma(p_op, v_prev, acc, is_async=True)
             _pass_turn(turn_bars, CONSUMER, PINGPONG)
             s = warpgroup_mma_wait(1, deps=(s, ))          # S_j done; P_{j-1}·V_{j-1} may still run
-            p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, MASKED,
-                                               IS_CAUSAL, BLOCK_N, s_layout)
+            p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, window_left,
+                                               MASKED, IS_CAUSAL, WINDOW, BLOCK_N, s_layout)
             acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-            _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, prev, kv_end,
-                     BLOCK_N, NUM_BUFFERS, PRODUCER)
+            _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, prev, kv_start,
+                     kv_end, BLOCK_N, NUM_BUFFERS, PRODUCER)
             acc = _rescale(acc, alpha, o_layout)
             p_op = _to_operand(p, dtype, o_layout)
-        last = (hi - 1) // BLOCK_N
+        last = (hi - 1 - kv_start) // BLOCK_N
         lbuf, lphase = _slot(last, NUM_BUFFERS)
         _, v_last = _kv_tiles(k_smem, v_smem, lbuf, BLOCK_N, HEAD_DIM)
         acc = _finish_tile(acc, p_op, v_last, v_bars.index(lbuf), lphase, k_desc, v_desc, k_smem, v_smem, k_bars,
-                           v_bars, empty_bars, off_b, off_kvh, last, kv_end, turn_bars, last + 1 + shift, CONSUMER,
-                           PINGPONG, BLOCK_N, NUM_BUFFERS, PRODUCER)
+                           v_bars, empty_bars, off_b, off_kvh, last, kv_start, kv_end, turn_bars, last + 1 + shift,
+                           CONSUMER, PINGPONG, BLOCK_N, NUM_BUFFERS, PRODUCER)
     return acc, m_i, l_i
 
 
@@ -325,42 +329,62 @@ def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
 
 @gluon.jit
 def _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars,
-                off_b, off_kvh, offs_m, free_end, kv_end, N_KV, diagonal, qk_scale,
-                IS_CAUSAL: gl.constexpr, PIPELINED: gl.constexpr, PRODUCER: gl.constexpr,
-                CONSUMER: gl.constexpr, PINGPONG: gl.constexpr,
+                off_b, off_kvh, offs_m, kv_start, free_start, free_end, kv_end, N_KV, diagonal, qk_scale,
+                window_left, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, PIPELINED: gl.constexpr,
+                PRODUCER: gl.constexpr, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr,
                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                 NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr):
-    """The mask-free tiles [0, free_end), then the masked ones [free_end, kv_end)."""
+    """The masked tiles [kv_start, free_start) at a window's left edge (none without a window), the mask-free
+    ones [free_start, free_end), then the masked ones [free_end, kv_end)."""
     if PIPELINED:
+        # PINGPONG's turn numbers: + 1 for each earlier range with tiles (kv_range_turn_shifts on the host)
+        shift_free = (gl.to_tensor(free_start) > kv_start).to(gl.int32)
+        shift_masked = shift_free + (gl.to_tensor(free_end) > free_start).to(gl.int32)
+        if WINDOW:
+            acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars,
+                                              v_bars, empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start,
+                                              free_start, kv_start, kv_end, N_KV, diagonal, qk_scale, window_left,
+                                              0, True, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG, BLOCK_M,
+                                              BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout)
         acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
-                                          empty_bars, turn_bars, off_b, off_kvh, offs_m, 0, free_end, kv_end, N_KV,
-                                          diagonal, qk_scale, False, IS_CAUSAL, PRODUCER, CONSUMER, PINGPONG,
-                                          BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout)
+                                          empty_bars, turn_bars, off_b, off_kvh, offs_m, free_start, free_end,
+                                          kv_start, kv_end, N_KV, diagonal, qk_scale, window_left, shift_free,
+                                          False, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N,
+                                          HEAD_DIM, NUM_BUFFERS, s_layout, o_layout)
         acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
-                                          empty_bars, turn_bars, off_b, off_kvh, offs_m, free_end, kv_end, kv_end,
-                                          N_KV, diagonal, qk_scale, True, IS_CAUSAL, PRODUCER, CONSUMER, PINGPONG,
-                                          BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout)
+                                          empty_bars, turn_bars, off_b, off_kvh, offs_m, free_end, kv_end,
+                                          kv_start, kv_end, N_KV, diagonal, qk_scale, window_left, shift_masked,
+                                          True, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N,
+                                          HEAD_DIM, NUM_BUFFERS, s_layout, o_layout)
     else:
+        if WINDOW:
+            acc, m_i, l_i = _attend_serial(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+                                           empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, free_start,
+                                           kv_start, kv_end, N_KV, diagonal, qk_scale, window_left, True,
+                                           IS_CAUSAL, WINDOW, PRODUCER, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS,
+                                           s_layout, o_layout)
         acc, m_i, l_i = _attend_serial(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
-                                       empty_bars, turn_bars, off_b, off_kvh, offs_m, 0, free_end, kv_end, N_KV,
-                                       diagonal, qk_scale, False, IS_CAUSAL, PRODUCER, BLOCK_M, BLOCK_N, HEAD_DIM,
-                                       NUM_BUFFERS, s_layout, o_layout)
+                                       empty_bars, turn_bars, off_b, off_kvh, offs_m, free_start, free_end,
+                                       kv_start, kv_end, N_KV, diagonal, qk_scale, window_left, False, IS_CAUSAL,
+                                       WINDOW, PRODUCER, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout,
+                                       o_layout)
         acc, m_i, l_i = _attend_serial(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
-                                       empty_bars, turn_bars, off_b, off_kvh, offs_m, free_end, kv_end, kv_end,
-                                       N_KV, diagonal, qk_scale, True, IS_CAUSAL, PRODUCER, BLOCK_M, BLOCK_N,
-                                       HEAD_DIM, NUM_BUFFERS, s_layout, o_layout)
+                                       empty_bars, turn_bars, off_b, off_kvh, offs_m, free_end, kv_end, kv_start,
+                                       kv_end, N_KV, diagonal, qk_scale, window_left, True, IS_CAUSAL, WINDOW,
+                                       PRODUCER, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout)
     return acc, m_i, l_i
 
 
 @gluon.jit
-def _consumer(args, IS_CAUSAL: gl.constexpr, PIPELINED: gl.constexpr, PRODUCER: gl.constexpr,
+def _consumer(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, PIPELINED: gl.constexpr, PRODUCER: gl.constexpr,
               NUM_BUFFERS: gl.constexpr, PINGPONG: gl.constexpr, CONSUMER: gl.constexpr, num_warps: gl.constexpr):
     """Everything but the K/V loads for consumer CONSUMER of the program (rows m_start + CONSUMER·rows of its Q
     tile ...): wait for its Q, attend to every key tile, O / l and LSE out. `args`: the kernel's tuple of its
     run-time arguments (one tuple: a partition's arguments are one tuple literal, whose constexprs must be
     written in it, not concatenated to it)."""
     (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars, turn_bars,
-     off_b, off_h, off_kvh, pid_bh, m_start, free_end, kv_end, N_Q, N_KV, qk_scale) = args
+     off_b, off_h, off_kvh, pid_bh, m_start, kv_start, free_start, free_end, kv_end, N_Q, N_KV, qk_scale,
+     window_left) = args
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[2]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[3]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
@@ -380,9 +404,9 @@ def _consumer(args, IS_CAUSAL: gl.constexpr, PIPELINED: gl.constexpr, PRODUCER: 
     q_tile = q_smem.reshape([BLOCK_M, HEAD_DIM])
     mbarrier.wait(q_bars.index(CONSUMER), 0)
     acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
-                                turn_bars, off_b, off_kvh, offs_m, free_end, kv_end, N_KV, diagonal, qk_scale,
-                                IS_CAUSAL, PIPELINED, PRODUCER, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM,
-                                NUM_BUFFERS, s_layout, o_layout)
+                                turn_bars, off_b, off_kvh, offs_m, kv_start, free_start, free_end, kv_end, N_KV,
+                                diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW, PIPELINED, PRODUCER, CONSUMER,
+                                PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout)
 
     # rows that saw no key (causal, N_Q > N_KV) get o = 0 and lse = -inf
     seen = l_i > 0.0
@@ -400,15 +424,15 @@ def _consumer(args, IS_CAUSAL: gl.constexpr, PIPELINED: gl.constexpr, PRODUCER: 
 
 
 @gluon.jit
-def _producer(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, kv_end,
+def _producer(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, kv_start, kv_end,
               NUM_BUFFERS: gl.constexpr):
-    """Rungs 3-4's one-warp partition: TMA loads of every key tile into the ring, each after its buffer is free
-    (an mbarrier starts in phase 0, so waiting for phase 1 first passes at once)."""
+    """Rungs 3-4's one-warp partition: TMA loads of every key tile of [kv_start, kv_end) into the ring, each
+    after its buffer is free (an mbarrier starts in phase 0, so waiting for phase 1 first passes at once)."""
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
-    for tile in range(gl.cdiv(kv_end, BLOCK_N)):
+    for tile in range(gl.cdiv(kv_end - kv_start, BLOCK_N)):
         buf, phase = _slot(tile, NUM_BUFFERS)
         mbarrier.wait(empty_bars.index(buf), phase ^ 1)
-        _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, tile, kv_end, BLOCK_N,
+        _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, tile, kv_start, kv_end, BLOCK_N,
                  NUM_BUFFERS)
 
 
@@ -419,14 +443,15 @@ def _consumers(rung):
 
 # The sizes are not specialised (== 1, % 16): one JIT compile per (rung, D, dtype, causal) instead of ~6 over
 # gpu/gluon_check.py's shapes (it has 55 s per rung), and the sizes compile as compile_rung's "i32" do.
-@gluon.jit(do_not_specialize=["H", "GROUP", "N_Q", "N_KV"])
-def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale,
-                          IS_CAUSAL: gl.constexpr, RUNG: gl.constexpr, NUM_BUFFERS: gl.constexpr,
+@gluon.jit(do_not_specialize=["H", "GROUP", "N_Q", "N_KV", "window_left"])
+def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left,
+                          IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, RUNG: gl.constexpr, NUM_BUFFERS: gl.constexpr,
                           PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, PINGPONG: gl.constexpr,
                           num_warps: gl.constexpr):
     """Grid (cdiv(N_Q, BLOCK_M), B·H). q_desc/o_desc: 4-D (B, H, N_Q, D) descriptors with (1, 1, BLOCK_M / C, D)
     boxes, C the rung's consumer partitions (consumers()); k_desc/v_desc: (B, H_kv, N_KV, D) with
-    (1, 1, BLOCK_N, D) boxes; qk_scale = scale·log2 e."""
+    (1, 1, BLOCK_N, D) boxes; qk_scale = scale·log2 e. WINDOW (causal only): query row i sees keys
+    [i + N_KV - N_Q - window_left, i + N_KV - N_Q] (flash-attn's window_size=(window_left, 0))."""
     CONSUMERS: gl.constexpr = _consumers(RUNG)
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
     BLOCK_M: gl.constexpr = Q_ROWS * CONSUMERS
@@ -436,6 +461,7 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
     # rungs 2-4 wait for tile j's K before freeing tile j-1's buffer: one buffer would deadlock
     gl.static_assert(RUNG == 1 or NUM_BUFFERS >= 2, "rungs 2-4 need NUM_BUFFERS >= 2")
     gl.static_assert(RUNG == 4 or not PINGPONG, "PINGPONG orders rung 4's two consumers")
+    gl.static_assert(IS_CAUSAL or not WINDOW, "a window needs the causal mask (its right bound)")
 
     pid_m = gl.program_id(0)
     if IS_CAUSAL:                   # the longest query tiles start first
@@ -446,13 +472,20 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
     off_kvh = off_h // GROUP
     m_start = pid_m * BLOCK_M
 
-    # the key range of this program: [0, free_end) needs no mask, [free_end, kv_end) does (kv_range on the host)
+    # the key range of this program: [kv_start, free_start) and [free_end, kv_end) need a mask,
+    # [free_start, free_end) does not (kv_range on the host; keep the two in step)
     diagonal = N_KV - N_Q
     kv_end = N_KV
     free_end = (N_KV // BLOCK_N) * BLOCK_N
     if IS_CAUSAL:
         kv_end = gl.maximum(gl.minimum(kv_end, m_start + BLOCK_M + diagonal), 0)
         free_end = gl.minimum(free_end, (gl.maximum(m_start + diagonal + 1, 0) // BLOCK_N) * BLOCK_N)
+    kv_start = gl.to_tensor(0)
+    free_start = gl.to_tensor(0)
+    if WINDOW:   # the first key the tile's first row sees; keys every row sees start after its last row's first
+        kv_start = (gl.maximum(m_start + diagonal - window_left, 0) // BLOCK_N) * BLOCK_N
+        free_start = gl.cdiv(gl.maximum(m_start + BLOCK_M - 1 + diagonal - window_left, 0), BLOCK_N) * BLOCK_N
+        free_start = gl.minimum(gl.maximum(free_start, kv_start), free_end)
 
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [CONSUMERS] + q_desc.block_type.shape, q_desc.layout)
     k_smem = gl.allocate_shared_memory(k_desc.dtype, [NUM_BUFFERS] + k_desc.block_type.shape, k_desc.layout)
@@ -479,26 +512,28 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
 
     # the consumer partitions' run-time arguments (a tuple assigned to a name holds no constexpr)
     consumer = (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bars, k_bars, v_bars,
-                empty_bars, turn_bars, off_b, off_h, off_kvh, pid_bh, m_start, free_end, kv_end, N_Q, N_KV, qk_scale)
+                empty_bars, turn_bars, off_b, off_h, off_kvh, pid_bh, m_start, kv_start, free_start, free_end, kv_end,
+                N_Q, N_KV, qk_scale, window_left)
     PIPELINED: gl.constexpr = RUNG >= 2
     PRODUCER: gl.constexpr = RUNG >= 3
-    producer = (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, kv_end, NUM_BUFFERS)
+    producer = (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, kv_start, kv_end,
+                NUM_BUFFERS)
     if RUNG == 4:
         gl.warp_specialize([
-            (_consumer, (consumer, IS_CAUSAL, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 0, num_warps)),
-            (_consumer, (consumer, IS_CAUSAL, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 1, num_warps)),
+            (_consumer, (consumer, IS_CAUSAL, WINDOW, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 0, num_warps)),
+            (_consumer, (consumer, IS_CAUSAL, WINDOW, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 1, num_warps)),
             (_producer, producer),
         ], [num_warps, 1], [CONSUMER_REGS, PRODUCER_REGS])
     elif RUNG == 3:
         gl.warp_specialize([
-            (_consumer, (consumer, IS_CAUSAL, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 0, num_warps)),
+            (_consumer, (consumer, IS_CAUSAL, WINDOW, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 0, num_warps)),
             (_producer, producer),
         ], [1], [PRODUCER_REGS])
     else:
         for i in gl.static_range(NUM_BUFFERS):      # the first tiles in flight before any compute
-            _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, i, kv_end, BLOCK_N,
+            _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, i, kv_start, kv_end, BLOCK_N,
                      NUM_BUFFERS)
-        _consumer(consumer, IS_CAUSAL, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 0, num_warps)
+        _consumer(consumer, IS_CAUSAL, WINDOW, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 0, num_warps)
 
     for c in gl.static_range(CONSUMERS):
         mbarrier.invalidate(q_bars.index(c))
@@ -524,17 +559,23 @@ def descriptor_signature(block_shape, dtype):
     return f"tensordesc<{SIG_DTYPE[dtype]}[{shape}],{_layout(block_shape, dtype)!r}>"
 
 
-def kv_range(m_start, N_Q, N_KV, BLOCK_M, BLOCK_N, causal):
-    """(free_end, kv_end) of the query tile at row m_start, in plain Python: the kernel's arithmetic (in
-    ``_attention_fwd_hopper``; keep the two in step) for CPU tests. Keys [0, free_end) need no mask,
-    [free_end, kv_end) do; every tile is loaded and consumed once: cdiv(kv_end, BLOCK_N) tiles."""
+def kv_range(m_start, N_Q, N_KV, BLOCK_M, BLOCK_N, causal, window_left=-1):
+    """(kv_start, free_start, free_end, kv_end) of the query tile at row m_start, in plain Python: the kernel's
+    arithmetic (in ``_attention_fwd_hopper``; keep the two in step) for CPU tests. Keys [free_start, free_end)
+    need no mask, [kv_start, free_start) (a window's left edge) and [free_end, kv_end) do; every tile of
+    [kv_start, kv_end) is loaded and consumed once. Without a window kv_start = free_start = 0."""
     diagonal = N_KV - N_Q
     kv_end = N_KV
     free_end = (N_KV // BLOCK_N) * BLOCK_N
     if causal:
         kv_end = max(min(kv_end, m_start + BLOCK_M + diagonal), 0)
         free_end = min(free_end, (max(m_start + diagonal + 1, 0) // BLOCK_N) * BLOCK_N)
-    return free_end, kv_end
+    kv_start = free_start = 0
+    if window_left >= 0:
+        kv_start = (max(m_start + diagonal - window_left, 0) // BLOCK_N) * BLOCK_N
+        free_start = -(-max(m_start + BLOCK_M - 1 + diagonal - window_left, 0) // BLOCK_N) * BLOCK_N
+        free_start = min(max(free_start, kv_start), free_end)
+    return kv_start, free_start, free_end, kv_end
 
 
 def ring_slot(tile, NUM_BUFFERS):
@@ -569,8 +610,8 @@ def rung_config(rung, head_dim, config=None):
     return cfg
 
 
-def _constexprs(rung, causal, cfg):
-    return dict(IS_CAUSAL=bool(causal), RUNG=rung, NUM_BUFFERS=cfg["NUM_BUFFERS"],
+def _constexprs(rung, causal, cfg, window=False):
+    return dict(IS_CAUSAL=bool(causal), WINDOW=bool(window), RUNG=rung, NUM_BUFFERS=cfg["NUM_BUFFERS"],
                 PRODUCER_REGS=cfg.get("PRODUCER_REGS", 24), CONSUMER_REGS=cfg.get("CONSUMER_REGS", 240),
                 PINGPONG=bool(cfg.get("PINGPONG", False)), num_warps=cfg["num_warps"])
 
@@ -582,7 +623,8 @@ def _options(cfg):
     return options
 
 
-def compile_rung(rung, head_dim=128, dtype=torch.bfloat16, causal=True, config=None, capability=90, ones=()):
+def compile_rung(rung, head_dim=128, dtype=torch.bfloat16, causal=True, config=None, capability=90, ones=(),
+                 window=False):
     """AOT-compile one rung for an sm_``capability`` GPU, on any machine (no GPU needed): the compiled
     kernel, with ``.asm['ptx']``, ``.asm['cubin']`` and ``.metadata`` (``shared`` = bytes of shared memory).
     ``ones``: integer arguments (H, GROUP, N_Q, N_KV) compiled as the constant 1, as the JIT launcher would
@@ -594,10 +636,11 @@ def compile_rung(rung, head_dim=128, dtype=torch.bfloat16, causal=True, config=N
     cfg = rung_config(rung, head_dim, config)
     q_box = [1, 1, cfg["BLOCK_M"] // consumers(rung), head_dim]
     kv_box = [1, 1, cfg["BLOCK_N"], head_dim]
-    constexprs = dict(_constexprs(rung, causal, cfg), **{name: 1 for name in ones})
+    constexprs = dict(_constexprs(rung, causal, cfg, window), **{name: 1 for name in ones})
     signature = dict(q_desc=descriptor_signature(q_box, dtype), k_desc=descriptor_signature(kv_box, dtype),
                      v_desc=descriptor_signature(kv_box, dtype), o_desc=descriptor_signature(q_box, dtype),
-                     lse_ptr="*fp32", H="i32", GROUP="i32", N_Q="i32", N_KV="i32", qk_scale="fp32")
+                     lse_ptr="*fp32", H="i32", GROUP="i32", N_Q="i32", N_KV="i32", qk_scale="fp32",
+                     window_left="i32")
     signature.update({name: "constexpr" for name in constexprs})
     src = GluonASTSource(_attention_fwd_hopper, signature=signature, constexprs=constexprs)
     return triton.compile(src, target=GPUTarget("cuda", capability, 32), options=_options(cfg))
@@ -646,10 +689,10 @@ def _require_hopper(*tensors):
                            f"sm_{major}{minor}")
 
 
-def gluon_launch(q, k, v, o, causal, scale, rung, config):
+def gluon_launch(q, k, v, o, causal, scale, rung, config, window_left=-1):
     """What a launch of the Gluon kernel for these inputs fixes once: (grid, layouts, scalars, constexprs,
     options). layouts: (shape, strides, box, padding) of the q, k, v and o (torch.empty_like(q)) descriptors;
-    scalars: H, GROUP, N_Q, N_KV, qk_scale; constexprs: the kernel's compile-time parameters in its order;
+    scalars: H, GROUP, N_Q, N_KV, qk_scale, window_left (-1: no window; a window needs causal); constexprs: the kernel's compile-time parameters in its order;
     options: the launch options. `fa2.plan.GluonPlan` builds it once per input signature."""
     B, H, N_Q, D = q.shape
     H_kv, N_KV = k.shape[1], k.shape[2]
@@ -661,15 +704,17 @@ def gluon_launch(q, k, v, o, causal, scale, rung, config):
         raise ValueError("q, k and v must share a dtype")
     if q.stride(-1) != 1 or k.stride(-1) != 1 or v.stride(-1) != 1:
         raise ValueError("q, k and v need a unit last stride (TMA)")
+    if window_left >= 0 and not causal:
+        raise ValueError("a window (window_left >= 0) needs causal=True: its right bound is the diagonal")
     cfg = rung_config(rung, D, config)
     q_rows = cfg["BLOCK_M"] // consumers(rung)   # rung 4: each consumer partition loads and stores its half
     layout = lambda t, rows: (list(t.shape), list(t.stride()), [1, 1, rows, D], "zero")
     layouts = [layout(q, q_rows), layout(k, cfg["BLOCK_N"]), layout(v, cfg["BLOCK_N"]), layout(o, q_rows)]
     grid = (triton.cdiv(N_Q, cfg["BLOCK_M"]), B * H, 1)
     scale = 1.0 / math.sqrt(D) if scale is None else scale
-    scalars = (H, H // H_kv, N_Q, N_KV, scale * LOG2E)
+    scalars = (H, H // H_kv, N_Q, N_KV, scale * LOG2E, int(window_left))
     options = {key: value for key, value in _options(cfg).items() if key != "num_warps"}
-    return grid, layouts, scalars, _constexprs(rung, causal, cfg), options
+    return grid, layouts, scalars, _constexprs(rung, causal, cfg, window_left >= 0), options
 
 
 def gluon_descriptors(tensors, layouts):
@@ -680,16 +725,18 @@ def gluon_descriptors(tensors, layouts):
             for t, (shape, strides, box, padding) in zip(tensors, layouts)]
 
 
-def attention_gluon(q, k, v, causal=False, scale=None, rung=1, config=None):
+def attention_gluon(q, k, v, causal=False, scale=None, rung=1, config=None, window_left=-1):
     """(o, lse) of attention over (B, H, N, D) q and (B, H_kv, N_KV, D) k, v (H % H_kv == 0), D in {64, 128},
     fp16 or bf16; lse is (B, H, N_Q) fp32 in natural log. Runs only on an sm_90 GPU (RuntimeError elsewhere).
     Measured and checked on an H200: see the module docstring and chapter 12. Every call goes through Triton's
-    JIT (tens to hundreds of microseconds of host time); `fa2.attention` launches it through a plan instead."""
+    JIT (tens to hundreds of microseconds of host time); `fa2.attention` launches it through a plan instead.
+    window_left >= 0 (causal only): flash-attn's window_size=(window_left, 0), key tiles outside the window
+    skipped."""
     _require_hopper(q, k, v)
     B, H, N_Q, _ = q.shape
     o = torch.empty_like(q)
     lse = torch.empty(B, H, N_Q, device=q.device, dtype=torch.float32)
-    grid, layouts, scalars, constexprs, options = gluon_launch(q, k, v, o, causal, scale, rung, config)
+    grid, layouts, scalars, constexprs, options = gluon_launch(q, k, v, o, causal, scale, rung, config, window_left)
     _attention_fwd_hopper[grid](*gluon_descriptors((q, k, v, o), layouts), lse, *scalars, **constexprs,
                                 **options)
     return o, lse

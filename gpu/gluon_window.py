@@ -1,0 +1,103 @@
+"""The Gluon kernel with a sliding window (chapter 12's rungs, WINDOW): checked against fp64, then timed on the
+window sweep's problem beside chapter 10's kernel, FlexAttention and plain causal attention (an H200).
+
+    python gpu/gluon_window.py OUT [SECONDS]      # OUT/gluon_window_check.csv, OUT/gluon_window.csv
+
+1. Every (rung, config) of CONFIGS over CASES: causal with window_left in {0, 1, 37, 64, 127, 128, 300, 1000},
+   N_Q = N_KV and not, tails, GQA, fp16 and bf16, through fa2.testing.check_attention (fp64 reference, the
+   derived error bounds, and at most twice SDPA's error on the same window mask). A config with any failure is
+   not timed.
+2. B=1, H=16, N=32768, D=128, bf16, causal, window (4096, 0) -- the issue's window problem -- and the same
+   problem without the window: each checked config (window) and fa2.attention (window: chapter 10's kernel;
+   plain: whatever fa2.attention runs), FlexAttention with a sliding-window block mask, all in one process.
+   TFLOP/s on visible scores (fa2.bench_dropin's count).
+"""
+
+import csv
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+CONFIGS = {"r1_m128n64b2w4": (1, dict(BLOCK_M=128, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4)),
+           "r1_m64n128b2w4": (1, dict(BLOCK_M=64, BLOCK_N=128, NUM_BUFFERS=2, num_warps=4)),
+           "r4_n64b3_pingpong": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1)),
+           "r4_n128b2_pingpong": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1))}
+# (B, Hq, Hkv, N_Q, N_KV, D, dtype, window_left)
+CASES = [(2, 4, 4, 300, 300, 128, torch.bfloat16, w) for w in (0, 1, 37, 64, 127, 128, 300, 1000)] + [
+    (1, 4, 4, 1000, 1100, 128, torch.float16, 200), (1, 4, 4, 257, 129, 64, torch.bfloat16, 50),
+    (2, 8, 2, 640, 640, 128, torch.bfloat16, 256), (1, 2, 2, 4096, 4096, 64, torch.float16, 1024)]
+
+
+def check(out, seconds):
+    from fa2.gluon.attention_hopper import attention_gluon
+    from fa2.testing import check_attention
+
+    passed, rows, start = set(), [], time.perf_counter()
+    for name, (rung, config) in CONFIGS.items():
+        ok = True
+        for B, Hq, Hkv, nq, nk, D, dtype, left in CASES:
+            if time.perf_counter() - start > seconds:
+                ok = False
+                break
+            fn = lambda q, k, v, causal, scale, window: attention_gluon(q, k, v, causal, scale, rung=rung,
+                                                                         config=config, window_left=window[0])
+            try:
+                result = check_attention(fn, B, Hq, Hkv, nq, nk, D, dtype, True, window=(left, 0))
+                status, err = "ok", result["err"]
+            except Exception as error:                 # an assertion (bounds) or a launch error
+                status, err, ok = f"fail: {type(error).__name__}: {str(error)[:120]}", float("nan"), False
+            rows.append(dict(config=name, B=B, Hq=Hq, Hkv=Hkv, N_Q=nq, N_KV=nk, D=D, dtype=str(dtype)[6:],
+                             window_left=left, check=status, err=f"{err:.2e}"))
+            print(f"{name:20s} {(B, Hq, Hkv, nq, nk, D, str(dtype)[6:], left)}: {status} {err:.1e}", flush=True)
+        if ok:
+            passed.add(name)
+    with open(Path(out) / "gluon_window_check.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return passed
+
+
+def timing(out, passed):
+    from fa2 import bench_dropin as bd
+    from fa2.gluon.attention_hopper import attention_gluon
+    from fa2.testing import time_ms
+
+    problems = bd.window_problems()                       # (window (4096, 0), plain causal), N = 32768
+    rows = []
+    for problem in problems:
+        x = bd.make_inputs(problem, torch.Generator("cuda").manual_seed(0))
+        q, k, v = x.bhnd
+        left = -1 if problem.window is None else problem.window[0]
+        fns = {"fa2": lambda: fa2_call(q, k, v, problem.window)}
+        if left >= 0:
+            for name in sorted(passed):
+                rung, config = CONFIGS[name]
+                fns[f"gluon_{name}"] = (lambda rung=rung, config=config: attention_gluon(
+                    q, k, v, True, None, rung=rung, config=config, window_left=left))
+            fns["flex"] = bd.build_flex(problem, x)[0]
+        for name, fn in fns.items():
+            fn()
+            ms = time_ms(fn)
+            rows.append(dict(problem=problem.name(), provider=name, ms=f"{ms:.5g}",
+                             tflops=f"{problem.tflops(ms):.5g}"))
+            print(f"{problem.name():50s} {name:24s} {ms:8.4f} ms {problem.tflops(ms):7.1f} TFLOP/s", flush=True)
+    with open(Path(out) / "gluon_window.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def fa2_call(q, k, v, window):
+    import fa2
+    return fa2.attention(q, k, v, causal=True, window=window)
+
+
+if __name__ == "__main__":
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    passed = check(out, float(sys.argv[2]) if len(sys.argv) > 2 else 150.0)
+    print("passed every case:", sorted(passed), flush=True)
+    timing(out, passed)

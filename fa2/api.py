@@ -1,20 +1,30 @@
 """The public API: `fa2.attention`, and the torch custom op that `torch.compile` sees.
 
 Without a window or a softcap both paths run the plan `fa2.plan.plan_for` returns for the call's signature: the
-same kernel and config. With either, both run chapter 10's kernel (`fa2.varlen.attention_masked`).
+same kernel and config. With either, both run chapter 10's kernel (`fa2.varlen.attention_masked`), or on sm_90
+the Gluon kernel where its table measured it faster for the call's window (`fa2.plan.window_plan_for`).
 """
 
 import torch
 
 from fa2 import validate
-from fa2.plan import plan_for
+from fa2.plan import plan_for, window_plan_for
 from fa2.validate import check_attention_inputs, softmax_scale
 from fa2.varlen import attention_masked
 
 
 def _masked(window_left, window_right, softcap):
-    """Does a call need chapter 10's kernel: a bounded window side, or a softcap?"""
+    """Does a call need a masked kernel: a bounded window side, or a softcap?"""
     return window_left >= 0 or window_right >= 0 or softcap > 0
+
+
+def _attention_masked(q, k, v, causal, scale, window_left, window_right, softcap):
+    """A windowed or softcapped call: the Gluon kernel where the shipped table measured it faster for such a
+    window (`fa2.plan.window_plan_for`, sm_90), else chapter 10's kernel."""
+    plan = window_plan_for(q, k, v, causal, scale, window_left, window_right, softcap)
+    if plan is not None:
+        return plan(q, k, v)
+    return attention_masked(q, k, v, causal, scale, window_left, window_right, softcap)
 
 
 @torch.library.custom_op("fa2::attention", mutates_args=())
@@ -22,7 +32,7 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
                   window_left: int = -1, window_right: int = -1,
                   softcap: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     if _masked(window_left, window_right, softcap):
-        return attention_masked(q, k, v, causal, scale, window_left, window_right, softcap)
+        return _attention_masked(q, k, v, causal, scale, window_left, window_right, softcap)
     return plan_for(q, k, v, causal, scale)(q, k, v)
 
 
@@ -51,7 +61,7 @@ def attention(q, k, v, causal=False, scale=None, return_lse=False, window=None, 
     if torch.compiler.is_compiling():
         o, lse = _attention_op(*args)
     elif _masked(*args[5:]):
-        o, lse = attention_masked(*args)
+        o, lse = _attention_masked(*args)
     else:                                                # window (-1, -1), softcap 0: plain attention
         o, lse = plan_for(q, k, v, causal, scale)(q, k, v)
     return (o, lse) if return_lse else o

@@ -101,14 +101,14 @@ class GluonPlan:
 
     kernel = "gluon"
 
-    def __init__(self, q, k, v, causal, scale, choice):
+    def __init__(self, q, k, v, causal, scale, choice, window_left=-1):
         from fa2.gluon import attention_hopper
         self.rung, self.config = choice
         B, H, N_Q, _ = q.shape
         self.lse_shape = (B, H, N_Q)
         o = torch.empty_like(q)
         grid, self.layouts, scalars, constexprs, options = attention_hopper.gluon_launch(
-            q, k, v, o, causal, scale, self.rung, self.config)
+            q, k, v, o, causal, scale, self.rung, self.config, window_left)
         self.descriptors = attention_hopper.gluon_descriptors
         self.scalars = scalars
         self.rest = (*scalars, *constexprs.values())     # after lse: scalars, then constexprs in kernel order
@@ -138,6 +138,21 @@ def make_plan(q, k, v, causal, scale):
     return GenericPlan(causal, scale, config)
 
 
+def window_plan_for(q, k, v, causal, scale, left, right, softcap):
+    """The Gluon plan of a windowed call (inputs checked, scale a float) where the shipped table's window
+    families choose the Gluon kernel, else None (the caller runs chapter 10's kernel). Cached per signature and
+    window."""
+    key = (signature(q, k, v, causal, scale), left, right, softcap)
+    try:
+        return WINDOW_PLANS[key]
+    except KeyError:
+        pass
+    from fa2.gluon.dispatch import choose_window
+    choice = choose_window(q, k, v, causal, scale, left, right, softcap)
+    plan = None if choice is None else GluonPlan(q, k, v, True, scale, choice, window_left=left)
+    return cache_plan(WINDOW_PLANS, key, plan, MAX_PLANS)
+
+
 def chapter6_plan(q, k, v, causal, scale):
     """The plan `fa2.attention` would make for these inputs with the Gluon dispatch off: chapter 6's kernel on
     Hopper, chapter 5's elsewhere. Not cached: for timing chapter 6's kernel beside `fa2.attention`."""
@@ -149,6 +164,7 @@ def chapter6_plan(q, k, v, causal, scale):
 
 
 PLANS = {}
+WINDOW_PLANS = {}
 MAX_PLANS = 4096
 
 

@@ -11,6 +11,14 @@ window sweep's problem beside chapter 10's kernel, FlexAttention and plain causa
    problem without the window: each checked config (window) and fa2.attention (window: chapter 10's kernel;
    plain: whatever fa2.attention runs), FlexAttention with a sliding-window block mask, all in one process.
    TFLOP/s on visible scores (fa2.bench_dropin's count).
+
+    python gpu/gluon_window.py sweep OUT [SECONDS] [NAME,...]   # OUT/gluon_window_sweep.csv
+
+The window families of the Gluon table (`python -m fa2.gluon.dispatch --windows CSV TABLE`): every problem of
+SWEEP (D 64/128, fp16/bf16, causal, window (left, 0)) with chapter 10's kernel (fa2_ch10, what windowed calls ran
+before) and each named config launched through a GluonPlan (default: the configs that passed step 1 above in an
+earlier run), each output checked against fp64 on row blocks at the start, middle and end (fa2.bench_dropin), then
+timed. Stops starting new problems after SECONDS (default 150).
 """
 
 import csv
@@ -95,7 +103,72 @@ def fa2_call(q, k, v, window):
     return fa2.attention(q, k, v, causal=True, window=window)
 
 
-if __name__ == "__main__":
+# (B, H, N, window left) x D x dtype: the window problem of the issue (1, 16, 32768, 4096) and shapes around it
+SWEEP = [(1, 16, 32768, 4096), (1, 16, 32768, 1024), (4, 16, 8192, 2048), (4, 16, 8192, 512)]
+SWEEP_CONFIGS = ("r4_n64b3_pingpong", "r4_n128b2_pingpong", "r1_m128n64b2w4")
+
+
+def sweep(out, seconds, names):
+    from fa2 import bench_dropin as bd
+    from fa2.plan import GluonPlan
+    from fa2.varlen import attention_masked
+
+    bhnd_out = lambda o: o.transpose(1, 2).flatten(0, 1)          # (B, H, N, D) -> packed (B·N, H, D)
+
+    def chapter10(problem, x):
+        q, k, v = x.bhnd
+        return (lambda: attention_masked(q, k, v, True, q.shape[-1] ** -0.5, problem.window[0], 0, 0.0)[0],
+                bhnd_out)
+
+    def gluon(rung, config):
+        def build(problem, x):
+            q, k, v = x.bhnd
+            plan = GluonPlan(q, k, v, True, q.shape[-1] ** -0.5, (rung, dict(config)), problem.window[0])
+            return (lambda: plan(q, k, v)[0]), bhnd_out
+        return build
+
+    providers = [bd.Provider("fa2_ch10", "chapter 10's kernel", chapter10)] + [
+        bd.Provider(f"gluon_{name}", f"Gluon {name}", gluon(*CONFIGS[name])) for name in names]
+    command = f"python gpu/gluon_window.py sweep OUT {seconds:g} {','.join(names)}"
+    environment = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+                   "triton": __import__("triton").__version__, "command": command}
+    start, rows = time.perf_counter(), []
+    path = Path(out) / "gluon_window_sweep.csv"
+    columns = ["D", "dtype", "B", "H", "N", "window_left", "provider", "ms", "tflops", "rel_err", "check", "error",
+               "device", "torch", "triton", "command"]
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, columns, extrasaction="ignore")
+        writer.writeheader()
+        for D in (128, 64):
+            for dtype in ("bf16", "fp16"):
+                for B, H, N, left in SWEEP:
+                    if time.perf_counter() - start > seconds:
+                        print("time's up: problems left untimed", flush=True)
+                        return rows
+                    problem = bd.Problem("window", (N,) * B, Hq=H, Hkv=H, D=D, dtype=dtype, window=(left, 0))
+                    x = bd.make_inputs(problem, torch.Generator("cuda").manual_seed(0))
+                    ref_rows, ref = bd.reference(problem, x)
+                    for provider in providers:
+                        row = dict(D=D, dtype=dtype, B=B, H=H, N=N, window_left=left, **environment,
+                                   **bd.measure(provider, problem, x, ref_rows, ref, 100.0))
+                        writer.writerow(row)
+                        f.flush()
+                        rows.append(row)
+                        print(f"D={D} {dtype} B={B} H={H} N={N} left={left} {provider.name:26s} "
+                              f"{row.get('ms', ''):>9s} ms {row['check']} {row.get('rel_err', '')} {row['error']}",
+                              flush=True)
+                    del x, ref
+                    torch.cuda.empty_cache()
+    return rows
+
+
+if __name__ == "__main__" and sys.argv[1] == "sweep":
+    out = Path(sys.argv[2])
+    out.mkdir(parents=True, exist_ok=True)
+    rows = sweep(out, float(sys.argv[3]) if len(sys.argv) > 3 else 150.0,
+                 sys.argv[4].split(",") if len(sys.argv) > 4 else list(SWEEP_CONFIGS))
+    sys.exit(0 if rows and all(row["check"] == "ok" for row in rows) else 1)
+elif __name__ == "__main__":
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
     passed = check(out, float(sys.argv[2]) if len(sys.argv) > 2 else 150.0)

@@ -236,3 +236,104 @@ def test_chapter6_time_of_a_run_is_fa2_ch6_where_it_has_it():
     both = [dict(row, provider="fa2", ms="0.5"), dict(row, provider="fa2_ch6", ms="0.7")]
     assert dispatch._times(both) == {(64, "bf16", True, 2048, 128): {"fa2": 0.7}}
     assert dispatch._times(both[:1]) == {(64, "bf16", True, 2048, 128): {"fa2": 0.5}}
+
+
+# ------------------------------------------------------------------------------------------ sliding windows
+
+WINDOW = dict(D=128, dtype="bf16", N=32768, BH=16, window_left=4095, rung=4, config=dict(BLOCK_N=64),
+              provider="x", gluon_ms=1.0, ch10_ms=1.2, speedup=1.2)
+
+
+def window_row(provider, ms, N=32768, B=1, H=16, left=4095, D=128, dtype="bf16", check="ok"):
+    return dict(provider=provider, ms=str(ms), B=str(B), H=str(H), N=str(N), D=str(D), dtype=dtype,
+                window_left=str(left), check=check)
+
+
+def test_window_choice_only_for_the_kernels_window_and_what_was_measured():
+    """The Gluon kernel's window is (left, 0): a bounded left side, the causal diagonal on the right (causal, or
+    right 0 without causal: the same mask when N_Q == N_KV), no softcap. And only within a factor of 2 of a
+    measured family in N, B·H and left + 1."""
+    choose = lambda *x, causal=True, left=4095, right=0, softcap=0.0, scale=0.088, windows=(WINDOW,): \
+        dispatch.window_choice(*tensors(*x[:1], **(x[1] if len(x) > 1 else {})), causal, scale, left, right,
+                               softcap, list(windows))
+    q = dict(H=16, Hkv=16, N_Q=32768, N_KV=32768)
+    assert choose(1, q) == (4, {"BLOCK_N": 64})
+    assert choose(1, q, right=-1) == (4, {"BLOCK_N": 64})            # causal: the right side is the diagonal
+    assert choose(1, q, causal=False, right=0) == (4, {"BLOCK_N": 64})
+    assert choose(1, q, causal=False, right=-1) is None              # left only: keys after the query too
+    assert choose(1, q, causal=False, right=5) is None
+    assert choose(1, q, left=-1) is None                             # no window at all
+    assert choose(1, q, softcap=30.0) is None
+    assert choose(1, q, scale=-0.088) is None
+    assert choose(1, dict(q, Hkv=8)) is None                         # GQA: not measured
+    assert choose(1, dict(q, N_KV=32000)) is None                    # N_Q != N_KV
+    assert choose(1, dict(q, dtype=torch.float16)) is None           # another dtype's family only
+    assert choose(1, q, left=2047) == (4, {"BLOCK_N": 64})           # left + 1 within a factor of 2
+    assert choose(1, q, left=2046) is None
+    assert choose(1, q, left=8191) == (4, {"BLOCK_N": 64}) and choose(1, q, left=8192) is None
+    assert choose(2, q) == (4, {"BLOCK_N": 64}) and choose(4, q) is None       # B·H 32, 64
+    assert choose(1, dict(q, N_Q=65536, N_KV=65536)) == (4, {"BLOCK_N": 64})
+    assert choose(1, dict(q, N_Q=65537, N_KV=65537)) is None
+    assert choose(1, q, windows=[dict(WINDOW, rung=None, config=None)]) is None
+    near = dict(WINDOW, window_left=1023, rung=None, config=None)    # the nearer family decides
+    assert choose(1, q, left=1500, windows=[WINDOW, near]) is None
+    assert choose(1, q, left=3000, windows=[WINDOW, near]) == (4, {"BLOCK_N": 64})
+    assert choose(1, q, windows=[]) is None
+
+
+def test_build_windows_keeps_the_fastest_checked_config_beating_chapter_10():
+    names = {"gluon_a": (4, {"A": 1}), "gluon_b": (1, {"B": 1})}
+    rows = [window_row("fa2_ch10", 1.2), window_row("gluon_a", 1.0), window_row("gluon_b", 0.9),
+            window_row("gluon_c", 0.5),                                          # not a checked config
+            window_row("fa2_ch10", 1.0, left=1023), window_row("gluon_a", 0.98, left=1023),   # under 3 %
+            window_row("fa2_ch10", 1.0, N=8192), window_row("gluon_b", 0.5, N=8192, check="fail")]
+    families = dispatch.build_windows(rows, names)
+    by_left = {(f["N"], f["window_left"]): f for f in families}
+    assert (by_left[(32768, 4095)]["rung"], by_left[(32768, 4095)]["provider"]) == (1, "gluon_b")
+    assert by_left[(32768, 4095)]["speedup"] == pytest.approx(1.2 / 0.9, abs=1e-4)
+    assert by_left[(32768, 1023)]["rung"] is None and by_left[(32768, 1023)]["speedup"] == pytest.approx(1 / 0.98, abs=1e-4)
+    assert by_left[(8192, 4095)]["rung"] is None and "provider" not in by_left[(8192, 4095)]
+
+
+def test_a_windowed_call_runs_the_gluon_plan_the_table_chooses(monkeypatch):
+    """fa2.attention(window=...) asks the window table first: a choice becomes a GluonPlan with the window's left
+    size and the causal mask, cached per signature and window; without one, chapter 10's kernel runs."""
+    import fa2
+    made = []
+
+    class Recorder:
+        def __init__(self, q, k, v, causal, scale, choice, window_left=-1):
+            made.append((causal, scale, choice, window_left))
+
+        def __call__(self, q, k, v):
+            return torch.full_like(q, 7.0), q.new_zeros(q.shape[:3], dtype=torch.float32)
+
+    monkeypatch.setattr(fa2_plan, "GluonPlan", Recorder)
+    monkeypatch.setattr(fa2_plan, "WINDOW_PLANS", {})
+    monkeypatch.setattr(dispatch, "choose_window", lambda q, k, v, causal, scale, left, right, softcap:
+                        (4, {"PINGPONG": 1}) if softcap == 0 else None)
+    q, k, v = (torch.randn(1, 2, 64, 32, device=runtime.DEVICE, dtype=torch.float16) for _ in range(3))
+    for _ in range(2):
+        assert (fa2.attention(q, k, v, causal=False, window=(20, 0)) == 7).all()
+    assert made == [(True, pytest.approx(32 ** -0.5), (4, {"PINGPONG": 1}), 20)]   # one plan, made once
+    o = fa2.attention(q, k, v, causal=True, window=(20, 0), softcap=5.0)  # no choice: chapter 10's kernel
+    assert not (o == 7).all() and len(made) == 1
+
+
+@pytest.mark.skipif(not HOPPER, reason="the Gluon kernels need an sm_90 GPU")
+@pytest.mark.parametrize("name", ["r4_n64b3_pingpong", "r4_n128b2_pingpong", "r1_m128n64b2w4"])
+@pytest.mark.parametrize("D,dtype,N,left", [(128, torch.bfloat16, 300, 37), (64, torch.float16, 700, 256),
+                                            (128, torch.float16, 1000, 0)])
+def test_windowed_gluon_plan_on_gpu_matches_fp64(monkeypatch, name, D, dtype, N, left):
+    """fa2.attention with a window through a windowed GluonPlan (JIT launch, then direct launches on fresh
+    tensors) matches the fp64 reference with the window's mask."""
+    import fa2
+    rung, config = CONFIGS[name]
+    monkeypatch.setattr(fa2_plan, "WINDOW_PLANS", {})
+    monkeypatch.setattr(dispatch, "choose_window", lambda *args: (rung, dict(config)))
+    fn = lambda q, k, v, causal, scale, window: fa2.attention(q, k, v, causal, scale, return_lse=True,
+                                                              window=window)
+    for _ in range(3):
+        check_attention(fn, B=2, Hq=4, Nq=N, D=D, dtype=dtype, causal=True, window=(left, 0))
+    (plan,) = fa2_plan.WINDOW_PLANS.values()
+    assert plan.kernel == "gluon" and plan.launch.ready()

@@ -73,30 +73,111 @@ def gluon_choice(q, k, v, causal, scale, families):
     """(rung, config) for this call from `families`, or None (chapter 6's kernel). Shapes and flags only; a
     negative scale stays on chapter 6's kernel (the Gluon kernel's mask-free tiles take the row maximum of the raw
     scores and scale it afterwards, which is the maximum of the scaled scores only for scale > 0)."""
+    if not _measured_kind(q, k, scale):
+        return None
     B, H, N_Q, D = q.shape
-    if D not in (64, 128) or k.shape[2] != N_Q or k.shape[1] != H or q.dtype not in DTYPES:
-        return None
-    if not scale > 0 or B * H * N_Q == 0:             # an empty call has no distance to a measured shape
-        return None
     family = nearest_family(families, D, DTYPES[q.dtype], bool(causal), N_Q, B * H)
     if family is None or family["rung"] is None:
         return None
     return family["rung"], dict(family["config"])
 
 
+def _measured_kind(q, k, scale):
+    """Is the call of the kind every table measures: D 64 or 128, fp16/bf16, N_Q == N_KV, as many KV heads as
+    query heads, a positive scale, not empty (an empty call has no distance to a measured shape)."""
+    B, H, N_Q, D = q.shape
+    return (D in (64, 128) and k.shape[2] == N_Q and k.shape[1] == H and q.dtype in DTYPES and scale > 0
+            and B * H * N_Q > 0)
+
+
 def choose(q, k, v, causal, scale):
     """gluon_choice against this GPU's shipped table, where the Gluon kernels can run at all (sm_90, Gluon API,
     TMA-compatible tensors); None elsewhere."""
+    if not _can_run(q, k, v):
+        return None
+    import torch
+    return gluon_choice(q, k, v, causal, scale, shipped_families(torch.cuda.get_device_name(q.device.index)))
+
+
+# ----------------------------------------------------------------------------------------- sliding windows
+
+def window_choice(q, k, v, causal, scale, left, right, softcap, windows):
+    """(rung, config) for a windowed call from the table's "windows" families, or None (chapter 10's kernel).
+    The Gluon kernel's window is flash-attn's (left, 0): a bounded left side, the causal diagonal on the right
+    (causal, or right == 0 -- the same mask when N_Q == N_KV), no softcap. Beyond that the rules of gluon_choice
+    hold, with the window's left size as a third distance: a measured family of the same D, dtype within a factor
+    of 2 in N, B·H and left + 1."""
+    if left < 0 or softcap > 0 or not (causal or right == 0) or not _measured_kind(q, k, scale):
+        return None
+    B, H, N_Q, D = q.shape
+    best, best_key = None, None
+    for family in windows:
+        if (family["D"], family["dtype"]) != (D, DTYPES[q.dtype]):
+            continue
+        distances = (abs(math.log2(N_Q / family["N"])), abs(math.log2(B * H / family["BH"])),
+                     abs(math.log2((left + 1) / (family["window_left"] + 1))))
+        if max(distances) > MAX_LOG2_DISTANCE:
+            continue
+        key = (sum(distances), family["rung"] is not None)
+        if best is None or key < best_key:
+            best, best_key = family, key
+    if best is None or best["rung"] is None:
+        return None
+    return best["rung"], dict(best["config"])
+
+
+@functools.lru_cache(maxsize=None)
+def shipped_windows(device_name):
+    """The window families of the shipped table for this GPU, [] when there are none."""
+    path = SHIPPED_DIR / table_file_name(device_name)
+    if not path.exists():
+        return []
+    return json.loads(path.read_text()).get("windows", [])
+
+
+def choose_window(q, k, v, causal, scale, left, right, softcap):
+    """window_choice against this GPU's shipped table where the Gluon kernels can run (as choose)."""
+    if not _can_run(q, k, v):
+        return None
+    import torch
+    return window_choice(q, k, v, causal, scale, left, right, softcap,
+                         shipped_windows(torch.cuda.get_device_name(q.device.index)))
+
+
+def build_windows(rows, names, threshold=THRESHOLD):
+    """The "windows" families of a `gpu/gluon_window.py sweep` run: per (D, dtype, N, B·H, window left), the
+    fastest checked Gluon provider among `names` where it beats chapter 10's kernel ('fa2_ch10') by
+    `threshold`, else rung None."""
+    shapes = {}
+    for row in rows:
+        if row["check"] == "ok" and row["ms"]:
+            key = (int(row["D"]), row["dtype"], int(row["N"]), int(row["B"]) * int(row["H"]),
+                   int(row["window_left"]))
+            shapes.setdefault(key, {})[row["provider"]] = float(row["ms"])
+    families = []
+    for (D, dtype, N, BH, left), times in sorted(shapes.items()):
+        entry = dict(D=D, dtype=dtype, N=N, BH=BH, window_left=left, rung=None, config=None,
+                     ch10_ms=times.get("fa2_ch10"))
+        gluon = {p: ms for p, ms in times.items() if p in names}
+        if "fa2_ch10" in times and gluon:
+            best = min(gluon, key=gluon.get)
+            speedup = times["fa2_ch10"] / gluon[best]
+            entry.update(provider=best, gluon_ms=gluon[best], speedup=round(speedup, 4))
+            if speedup >= threshold:
+                entry.update(rung=names[best][0], config=names[best][1])
+        families.append(entry)
+    return families
+
+
+def _can_run(q, k, v):
+    """Can the Gluon kernels run on these tensors here: sm_90, the Gluon API, TMA-compatible, dispatch on."""
     from fa2 import gluon, runtime
     from fa2.chapters.fast import tma_compatible
     from fa2.validate import capability
 
     if not ENABLED or q.device.type != "cuda" or runtime.INTERPRET or capability(q.device.index) != (9, 0):
-        return None
-    if not gluon.available()[0] or not tma_compatible(q, k, v):
-        return None
-    import torch
-    return gluon_choice(q, k, v, causal, scale, shipped_families(torch.cuda.get_device_name(q.device.index)))
+        return False
+    return bool(gluon.available()[0]) and tma_compatible(q, k, v)
 
 
 @contextlib.contextmanager
@@ -197,6 +278,8 @@ def main(argv=None):
     """python -m fa2.gluon.dispatch CSV OUT_JSON [OTHER_CSV ...]: the table of a gluon_sweep.py reference run,
     its wins held up against the other runs' times of chapter 6's kernel."""
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--windows":
+        return main_windows(*argv[1:])
     csv_path, out, other_paths = Path(argv[0]), Path(argv[1]), [Path(p) for p in argv[2:]]
     read = lambda path: list(csv.DictReader(open(path, newline="")))
     rows = read(csv_path)
@@ -212,6 +295,21 @@ def main(argv=None):
             verdict = "Gluon" if f["rung"] is not None else "kept on chapter 6 (not confirmed by the other runs)"
             print(f"  D={f['D']} {f['dtype']} causal={f['causal']} N={f['N']} B*H={f['BH']}: {f['provider']} "
                   f"{f['speedup']:.3f}x chapter 6's kernel: {verdict}")
+    return 0
+
+
+def main_windows(csv_path, table_path):
+    """python -m fa2.gluon.dispatch --windows CSV TABLE_JSON: the table's "windows" families (and
+    "windows_source") from a `gpu/gluon_window.py sweep` run, the rest of the table kept."""
+    rows = list(csv.DictReader(open(csv_path, newline="")))
+    windows = build_windows(rows, candidates(checked()))
+    table = json.loads(Path(table_path).read_text())
+    table.update(windows_source=Path(csv_path).name, windows_command=rows[0]["command"], windows=windows)
+    Path(table_path).write_text(json.dumps(table, indent=1) + "\n")
+    for f in windows:
+        verdict = "Gluon" if f["rung"] is not None else "chapter 10's kernel"
+        print(f"  D={f['D']} {f['dtype']} N={f['N']} B*H={f['BH']} left={f['window_left']}: "
+              f"{f.get('provider')} {f.get('speedup', float('nan')):.3f}x chapter 10's kernel: {verdict}")
     return 0
 
 

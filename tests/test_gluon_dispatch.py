@@ -168,6 +168,12 @@ def test_shipped_table_is_its_measurement(table):
     for family in gluon:
         assert (family["rung"], dispatch.config_text(family["config"])) in done
         assert family["speedup"] >= shipped["threshold"] >= 1.0
+    if "windows" in shipped:                  # the window families: rebuilt from their sweep the same way
+        windows = dispatch.build_windows(read(shipped["windows_source"]), dispatch.candidates(done),
+                                         shipped["threshold"])
+        assert windows == shipped["windows"] and shipped["windows_command"].startswith("python gpu/gluon_window.py")
+        for family in windows:
+            assert family["rung"] is None or (family["rung"], dispatch.config_text(family["config"])) in done
 
 
 def test_the_headline_shape_stays_on_chapter_6():

@@ -21,5 +21,4 @@ CONFIGS = {
     "r4_pingpong": (4, dict(PINGPONG=1)),
     "r4_n64b2": (4, dict(BLOCK_N=64)),
     "r4_n64b3_pingpong": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1)),
-    "r4_n128b2_pingpong": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1)),
 }

@@ -1,7 +1,7 @@
 """The Gluon kernel with a sliding window (chapter 12's rungs, WINDOW): checked against fp64, then timed on the
 window sweep's problem beside chapter 10's kernel, FlexAttention and plain causal attention (an H200).
 
-    python gpu/gluon_window.py OUT [SECONDS]      # OUT/gluon_window_check.csv, OUT/gluon_window.csv
+    python gpu/gluon_window.py OUT [SECONDS] [NAME,...]   # OUT/gluon_window_check.csv, OUT/gluon_window.csv
 
 1. Every (rung, config) of CONFIGS over CASES: causal with window_left in {0, 1, 37, 64, 127, 128, 300, 1000},
    N_Q = N_KV and not, tails, GQA, fp16 and bf16, through fa2.testing.check_attention (fp64 reference, the
@@ -31,19 +31,25 @@ import torch
 CONFIGS = {"r1_m128n64b2w4": (1, dict(BLOCK_M=128, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4)),
            "r1_m64n128b2w4": (1, dict(BLOCK_M=64, BLOCK_N=128, NUM_BUFFERS=2, num_warps=4)),
            "r4_n64b3_pingpong": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1)),
-           "r4_n128b2_pingpong": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1))}
+           "r4_n128b2_pingpong": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1)),
+           "r4_n64b3_pingpong_persistent": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1, PERSISTENT=1,
+                                                    PRODUCER_REGS=32)),
+           "r4_n64b2_pingpong_persistent": (4, dict(BLOCK_N=64, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,
+                                                    PRODUCER_REGS=32))}
 # (B, Hq, Hkv, N_Q, N_KV, D, dtype, window_left)
 CASES = [(2, 4, 4, 300, 300, 128, torch.bfloat16, w) for w in (0, 1, 37, 64, 127, 128, 300, 1000)] + [
     (1, 4, 4, 1000, 1100, 128, torch.float16, 200), (1, 4, 4, 257, 129, 64, torch.bfloat16, 50),
     (2, 8, 2, 640, 640, 128, torch.bfloat16, 256), (1, 2, 2, 4096, 4096, 64, torch.float16, 1024)]
 
 
-def check(out, seconds):
+def check(out, seconds, names=None):
     from fa2.gluon.attention_hopper import attention_gluon
     from fa2.testing import check_attention
 
     passed, rows, start = set(), [], time.perf_counter()
     for name, (rung, config) in CONFIGS.items():
+        if names and name not in names:
+            continue
         ok = True
         for B, Hq, Hkv, nq, nk, D, dtype, left in CASES:
             if time.perf_counter() - start > seconds:
@@ -171,6 +177,7 @@ if __name__ == "__main__" and sys.argv[1] == "sweep":
 elif __name__ == "__main__":
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
-    passed = check(out, float(sys.argv[2]) if len(sys.argv) > 2 else 150.0)
+    passed = check(out, float(sys.argv[2]) if len(sys.argv) > 2 else 150.0,
+                   sys.argv[3].split(",") if len(sys.argv) > 3 else None)
     print("passed every case:", sorted(passed), flush=True)
     timing(out, passed)

@@ -132,7 +132,7 @@ def test_bad_arguments_are_refused(hopper):
 
 
 def test_launcher_specialises_no_size(hopper):
-    """The JIT launcher binds H, GROUP, N_Q, N_KV (and window_left) as plain i32 (do_not_specialize): one compile per (rung, D,
+    """The JIT launcher binds H, GROUP, N_Q, N_KV (and window_left, B·H) as plain i32 (do_not_specialize): one compile per (rung, D,
     dtype, causal) over gpu/gluon_check.py's shapes, not one per size pattern (== 1, % 16), which would not fit
     its 55 s per rung; and the sizes are typed as compile_rung's signature types them."""
     from triton.backends.compiler import BaseBackend
@@ -150,9 +150,10 @@ def test_launcher_specialises_no_size(hopper):
     for sizes in [(4, 1, 128, 128), (4, 1, 1000, 1000), (8, 4, 1000, 1100), (2, 1, 1, 300), (2, 1, 300, 1),
                   (2, 1, 130, 4000)]:
         for window_left in (-1, 1, 4096):
-            _, spec, _ = binder(desc, desc, desc, desc, torch.empty(4), *sizes, 0.5, window_left, **constexprs)
-            specs.add(tuple(spec[5:9]) + (spec[10],))
-    assert specs == {(("i32", None),) * 5}
+            BH = sizes[0] * 3
+            _, spec, _ = binder(desc, desc, desc, desc, torch.empty(4), *sizes, 0.5, window_left, BH, **constexprs)
+            specs.add(tuple(spec[5:9]) + (spec[10], spec[11]))
+    assert specs == {(("i32", None),) * 6}
 
 
 def _tile_cases(block_m=128, block_n=128):
@@ -367,4 +368,153 @@ def test_window_needs_causal_on_the_host(hopper):
         hopper.gluon_launch(q, q, q, torch.empty_like(q), False, 0.125, 1, None, window_left=16)
     grid, layouts, scalars, constexprs, options = hopper.gluon_launch(q, q, q, torch.empty_like(q), True, 0.125, 1,
                                                                       None, window_left=16)
-    assert scalars[-1] == 16 and constexprs["WINDOW"] is True and list(constexprs)[:2] == ["IS_CAUSAL", "WINDOW"]
+    assert scalars[-2:] == (16, 2) and constexprs["WINDOW"] is True and list(constexprs)[:2] == ["IS_CAUSAL", "WINDOW"]
+
+
+def test_constexprs_are_in_the_kernels_order(hopper):
+    """GluonPlan passes the constexprs by position after the scalars: _constexprs must list them in the kernel's
+    parameter order."""
+    names = [p.name for p in hopper._attention_fwd_hopper.params]
+    cfg = hopper.rung_config(4, 128, {"PERSISTENT": 1})
+    listed = list(hopper._constexprs(4, True, cfg))
+    assert names[-len(listed):] == listed and hopper._constexprs(4, True, cfg)["PERSISTENT"] is True
+    with pytest.raises(ValueError, match="PERSISTENT"):
+        hopper.rung_config(2, 128, {"PERSISTENT": 1})
+
+
+# ------------------------------------------------------------------------------------------ PERSISTENT
+
+def _simulate_persistent(rung, items, NUM_BUFFERS, Q_BUFFERS, ring_slot, rng, pingpong=False, turn_phase=None):
+    """A PERSISTENT program (rungs 3-4) over its work items [(n_tiles, n_free, n_lower), ...] as plain Python,
+    under a random interleaving: the producer loads every item's tiles into one ring whose tile count runs on
+    across items (each after the empty barrier), the consumers walk each item's tiles with `base` = the tiles of
+    earlier items and turn numbers shifted by `turn_base` = their turns (_consumer_ops per item), and each
+    consumer loads item i + 1's Q into buffer (i + 1) % Q_BUFFERS after store_wait(Q_BUFFERS - 2), waits for
+    item i's Q, and stores item i's O from its buffer (the stores complete in order, at random later times).
+    Asserts every wait passes on the phase it means, no K/V buffer is refilled before both consumers freed it,
+    no Q buffer is loaded while a store still reads it, every tile is loaded and consumed once, no deadlock."""
+    consumers = 2 if rung == 4 else 1
+    count, arrivals, freed, loaded = {}, {}, set(), []
+    pending = {c: [] for c in range(consumers)}          # each consumer's O stores in flight: (item, buffer)
+    total_tiles = sum(n for n, _, _ in items)
+
+    def wait(kind, t, c):
+        if kind == "turn":
+            key, phase, want = ("turn", c), turn_phase(t, c), t + c
+        elif kind == "q":                                # item t's Q in buffer t % Q_BUFFERS
+            key, phase, want = ("q", c, t % Q_BUFFERS), (t // Q_BUFFERS) & 1, t // Q_BUFFERS + 1
+        else:
+            buf, phase = ring_slot(t, NUM_BUFFERS)
+            key = (kind, buf)
+            if kind == "e":
+                phase ^= 1
+            want = t // NUM_BUFFERS + (kind != "e")
+        done = count.get(key, 0)
+        if (done & 1) == phase:
+            return None
+        assert done == want, f"{kind} wait of {t} passed with {done} phases completed, meaning {want}"
+        return True
+
+    ops = {c: [] for c in range(consumers)}
+    base = turn_base = 0
+    for i, (n_tiles, n_free, n_lower) in enumerate(items):
+        for c in range(consumers):
+            if i + 1 < len(items):
+                ops[c] += [("store_wait", Q_BUFFERS - 2), ("qload", i + 1)]
+            ops[c].append(("q", i))
+            for kind, t in _consumer_ops(rung, n_tiles, n_free, pingpong, n_lower):
+                ops[c].append((kind, t + (turn_base if kind in ("turn", "pass") else base)))
+            ops[c].append(("store", i))
+        ranges = (n_lower > 0) + (n_free > n_lower) + (n_tiles > n_free)
+        base, turn_base = base + n_tiles, turn_base + n_tiles + ranges
+    for c in range(consumers):
+        ops[c] = ([("qload", 0)] if items else []) + ops[c] + [("store_wait", 0)]
+    agents = [(c, ops[c]) for c in range(consumers)]
+    agents.append((None, [op for t in range(total_tiles) for op in (("e", t), ("load", t))]))
+    agents.append(("stores", []))                        # completes the oldest store in flight, at random times
+    while any(o for _, o in agents[:-1]) or any(pending.values()):
+        ready = []
+        for c, o in agents:
+            if c == "stores":
+                if any(pending.values()):
+                    ready.append((c, o))
+            elif o:
+                kind, t = o[0]
+                if kind == "store_wait":
+                    if len(pending[c]) <= t:
+                        ready.append((c, o))
+                elif kind in ("free", "load", "pass", "qload", "store") or wait(kind, t, c):
+                    ready.append((c, o))
+        assert ready, f"deadlock: {[(c, o[:1]) for c, o in agents]}"
+        if len(ready) > 1 and ready[-1][0] == "stores" and rng.random() < 0.9:
+            ready.pop()                                  # stores are slow: they stay in flight for a while
+        c, o = ready[rng.integers(len(ready))]
+        if c == "stores":
+            busy = [k for k in pending if pending[k]]
+            pending[busy[rng.integers(len(busy))]].pop(0)
+            continue
+        kind, t = o.pop(0)
+        if kind == "free":
+            arrivals[t] = arrivals.get(t, 0) + 1
+            assert arrivals[t] <= consumers
+            if arrivals[t] == consumers:
+                freed.add(t)
+                buf, _ = ring_slot(t, NUM_BUFFERS)
+                count["e", buf] = count.get(("e", buf), 0) + 1
+        elif kind == "load":
+            buf, _ = ring_slot(t, NUM_BUFFERS)
+            assert t < NUM_BUFFERS or t - NUM_BUFFERS in freed, f"tile {t} overwrites tile {t - NUM_BUFFERS}"
+            loaded.append(t)
+            for k in "kv":
+                count[k, buf] = count.get((k, buf), 0) + 1
+        elif kind == "pass":
+            count["turn", 1 - c] = count.get(("turn", 1 - c), 0) + 1
+        elif kind == "qload":
+            slot = t % Q_BUFFERS
+            assert all(b != slot for _, b in pending[c]), f"Q of item {t} overwrites an O store in flight"
+            count["q", c, slot] = count.get(("q", c, slot), 0) + 1
+        elif kind == "store":
+            pending[c].append((t, t % Q_BUFFERS))
+    assert loaded == list(range(total_tiles)) and freed == set(range(total_tiles))
+    if pingpong:
+        assert count.get(("turn", 0), 0) == count.get(("turn", 1), 0), "each consumer took as many turns"
+
+
+PERSISTENT_CASES = [(3, 2, False), (4, 2, False), (4, 2, True), (4, 3, True)]
+
+
+@pytest.mark.parametrize("rung,NUM_BUFFERS,pingpong", PERSISTENT_CASES,
+                         ids=[f"r{r}-nb{nb}" + ("-pingpong" if pp else "") for r, nb, pp in PERSISTENT_CASES])
+def test_persistent_ring_q_buffers_and_turns(hopper, rung, NUM_BUFFERS, pingpong):
+    """Each program of a PERSISTENT launch over the check's shapes (several items per program, empty ones
+    included: causal with N_Q > N_KV), causal or not, with and without a window: see _simulate_persistent."""
+    import numpy as np
+    rng = np.random.default_rng(1)
+    BM, BN, H, programs = 128, 64, 2, 3
+    for nq, nk in _tile_cases(BM, BN)[::2]:
+        for causal, window_left in ((False, -1), (True, -1), (True, 100)):
+            num_m = -(-nq // BM)
+            for pid in range(programs):
+                items = []
+                for w in range(pid, num_m * H, programs):
+                    m_start = hopper.work_item(w, num_m, H, H, 1, causal, BM)[4]
+                    kv_start, free_start, free_end, kv_end = hopper.kv_range(m_start, nq, nk, BM, BN, causal,
+                                                                             window_left)
+                    tiles = lambda key: -(-(key - kv_start) // BN)
+                    items.append((max(tiles(kv_end), 0), tiles(free_end), tiles(free_start)))
+                _simulate_persistent(rung, items, NUM_BUFFERS, int(hopper.Q_BUFFERS), hopper.ring_slot, rng,
+                                     pingpong, hopper.turn_phase)
+
+
+def test_persistent_work_items_cover_every_tile_once_longest_first(hopper):
+    """The work items of a PERSISTENT launch are every (query tile, batch·head) once; under causal every head's
+    last query tile (the longest) comes first, as the one-program-per-tile grid orders them."""
+    for num_m, B, H, group in ((1, 1, 1, 1), (5, 2, 4, 2), (16, 8, 32, 4)):
+        for causal in (False, True):
+            seen = [hopper.work_item(w, num_m, B * H, H, group, causal, 128) for w in range(num_m * B * H)]
+            assert len({(item[3], item[4]) for item in seen}) == num_m * B * H
+            for off_b, off_h, off_kvh, pid_bh, m_start in seen:
+                assert (off_b, off_h, off_kvh) == (pid_bh // H, pid_bh % H, (pid_bh % H) // group)
+                assert 0 <= m_start < num_m * 128 and m_start % 128 == 0
+            starts = [item[4] for item in seen]
+            assert starts == sorted(starts, reverse=causal)

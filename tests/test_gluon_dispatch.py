@@ -120,8 +120,9 @@ def test_plan_runs_the_gluon_kernel_when_the_table_chooses_it(monkeypatch):
     boxes = [layout[2] for layout in made.layouts]                    # rung 4: q and o boxes are half tiles
     half, keys = [1, 1, cfg["BLOCK_M"] // 2, 64], [1, 1, cfg["BLOCK_N"], 64]
     assert boxes == [half, keys, keys, half]
-    H, group, n_q, n_kv, qk_scale, window_left, *constexprs = made.rest
-    assert (H, group, n_q, n_kv, window_left) == (2, 1, 200, 200, -1) and qk_scale == pytest.approx(0.125 * math.log2(math.e))
+    H, group, n_q, n_kv, qk_scale, window_left, BH, *constexprs = made.rest
+    assert (H, group, n_q, n_kv, window_left, BH) == (2, 1, 200, 200, -1, 2)
+    assert qk_scale == pytest.approx(0.125 * math.log2(math.e))
     assert constexprs == list(attention_hopper._constexprs(4, True, cfg).values()) and constexprs[0] is True
     calls = []
     made.launch = type("Recorder", (), {"ready": lambda self: False,

@@ -54,6 +54,7 @@ LOG2E = 1.4426950408889634      # exp(x) = exp2(x·log2 e)
 LN2 = 0.6931471805599453
 RUNGS = (1, 2, 3, 4)
 BLOCK_NS = (64, 128)
+Q_BUFFERS = gl.constexpr(3)     # PERSISTENT: Q (and O staging) buffers per consumer
 HEAD_DIMS = (64, 128)
 TORCH_TO_GL = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 SIG_DTYPE = {torch.float16: "fp16", torch.bfloat16: "bf16"}
@@ -120,11 +121,15 @@ def _slot(tile, NUM_BUFFERS: gl.constexpr):
 
 @gluon.jit
 def _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, tile, kv_start, kv_end,
-             BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr):
+             BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, ring=None):
     """TMA loads of key tile `tile` of the program's key range (rows kv_start + tile·BLOCK_N ...; tiles are
-    counted from the range's start, 0 without a window) into buffer tile % NUM_BUFFERS, one barrier for K and
-    one for V; nothing is issued when the tile starts at or past kv_end."""
-    buf = tile % NUM_BUFFERS
+    counted from the range's start, 0 without a window) into buffer ring % NUM_BUFFERS (ring: the tile's number
+    in the program's whole stream of tiles, `tile` itself unless PERSISTENT), one barrier for K and one for V;
+    nothing is issued when the tile starts at or past kv_end."""
+    if ring is None:
+        buf = tile % NUM_BUFFERS
+    else:
+        buf = ring % NUM_BUFFERS
     row = kv_start + tile * BLOCK_N
     pred = row < kv_end
     mbarrier.expect(k_bars.index(buf), k_desc.block_type.nbytes, pred=pred)
@@ -137,11 +142,12 @@ def _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, til
 
 @gluon.jit
 def _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, tile, kv_start, kv_end,
-             BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, PRODUCER: gl.constexpr):
+             BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, PRODUCER: gl.constexpr, base=0):
     """Tile `tile` is consumed (every wgmma that read its buffer has completed): refill the buffer with tile
-    `tile + NUM_BUFFERS` ourselves, or tell the producer partition it is free."""
+    `tile + NUM_BUFFERS` ourselves, or tell the producer partition it is free (its buffer: (base + tile) %
+    NUM_BUFFERS, base = the tiles of the program's earlier work items, PERSISTENT)."""
     if PRODUCER:
-        mbarrier.arrive(empty_bars.index(tile % NUM_BUFFERS), count=1)
+        mbarrier.arrive(empty_bars.index((base + tile) % NUM_BUFFERS), count=1)
     else:
         _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, tile + NUM_BUFFERS, kv_start,
                  kv_end, BLOCK_N, NUM_BUFFERS)
@@ -234,7 +240,8 @@ def _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bar, phase, kv, offs_m, N_KV, d
 @gluon.jit
 def _finish_tile(acc, p_op, v_tile, v_bar, phase, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
                  off_b, off_kvh, tile, kv_start, kv_end, turn_bars, turn, CONSUMER: gl.constexpr,
-                 PINGPONG: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, PRODUCER: gl.constexpr):
+                 PINGPONG: gl.constexpr, BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, PRODUCER: gl.constexpr,
+                 base=0):
     """O += P·V of key tile `tile` (its V in v_tile, loaded when v_bar reaches `phase`; the issue is turn `turn`
     under PINGPONG), waited; then its buffer is released."""
     mbarrier.wait(v_bar, phase)
@@ -243,7 +250,7 @@ def _finish_tile(acc, p_op, v_tile, v_bar, phase, k_desc, v_desc, k_smem, v_smem
     _pass_turn(turn_bars, CONSUMER, PINGPONG)
     acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
     _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, tile, kv_start, kv_end,
-             BLOCK_N, NUM_BUFFERS, PRODUCER)
+             BLOCK_N, NUM_BUFFERS, PRODUCER, base)
     return acc
 
 
@@ -278,17 +285,18 @@ def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
                       window_left, shift, MASKED: gl.constexpr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr,
                       PRODUCER: gl.constexpr, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr,
                       BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
-                      NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr):
+                      NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, base=0):
     """Rung 2: key tiles [lo, hi) with FA3's intra-warpgroup overlap. Per tile j: issue S_j = Q·K_jᵀ, issue
     O += P_{j-1}·V_{j-1}, wait for S_j only (wgmma groups retire in order), softmax of S_j while P·V runs,
     then wait for P·V, free buffer j-1 and rescale O. The first tile's S and the last tile's P·V are peeled.
     Tiles are counted from the program's first key tile (kv_start). PINGPONG: each of those issue points is
     one turn: tile j's is turn j + shift, shift being the number of earlier key ranges that had tiles (the
-    last P·V of each took a turn of its own: see turn_index)."""
+    last P·V of each took a turn of its own: see turn_index), plus the turns of the program's earlier work items
+    (PERSISTENT). A tile's ring slot is that of base + tile, base = the tiles of the earlier work items."""
     dtype: gl.constexpr = k_desc.dtype
     if lo < hi:
         first = (lo - kv_start) // BLOCK_N
-        buf, phase = _slot(first, NUM_BUFFERS)
+        buf, phase = _slot(base + first, NUM_BUFFERS)
         k_tile, _ = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
         acc, p_op, m_i, l_i = _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bars.index(buf), phase, lo, offs_m,
                                           N_KV, diagonal, qk_scale, window_left, turn_bars, first + shift,
@@ -296,9 +304,9 @@ def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
                                           s_layout, o_layout)
         for kv in range(lo + BLOCK_N, hi, BLOCK_N):
             tile = (kv - kv_start) // BLOCK_N
-            buf, phase = _slot(tile, NUM_BUFFERS)
+            buf, phase = _slot(base + tile, NUM_BUFFERS)
             prev = tile - 1
-            pbuf, pphase = _slot(prev, NUM_BUFFERS)
+            pbuf, pphase = _slot(base + prev, NUM_BUFFERS)
             k_tile, v_tile = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
             k_prev, v_prev = _kv_tiles(k_smem, v_smem, pbuf, BLOCK_N, HEAD_DIM)
             mbarrier.wait(k_bars.index(buf), phase)
@@ -313,15 +321,15 @@ def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
                                                MASKED, IS_CAUSAL, WINDOW, BLOCK_N, s_layout)
             acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
             _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, prev, kv_start,
-                     kv_end, BLOCK_N, NUM_BUFFERS, PRODUCER)
+                     kv_end, BLOCK_N, NUM_BUFFERS, PRODUCER, base)
             acc = _rescale(acc, alpha, o_layout)
             p_op = _to_operand(p, dtype, o_layout)
         last = (hi - 1 - kv_start) // BLOCK_N
-        lbuf, lphase = _slot(last, NUM_BUFFERS)
+        lbuf, lphase = _slot(base + last, NUM_BUFFERS)
         _, v_last = _kv_tiles(k_smem, v_smem, lbuf, BLOCK_N, HEAD_DIM)
         acc = _finish_tile(acc, p_op, v_last, v_bars.index(lbuf), lphase, k_desc, v_desc, k_smem, v_smem, k_bars,
                            v_bars, empty_bars, off_b, off_kvh, last, kv_start, kv_end, turn_bars, last + 1 + shift,
-                           CONSUMER, PINGPONG, BLOCK_N, NUM_BUFFERS, PRODUCER)
+                           CONSUMER, PINGPONG, BLOCK_N, NUM_BUFFERS, PRODUCER, base)
     return acc, m_i, l_i
 
 
@@ -333,29 +341,30 @@ def _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v
                 window_left, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, PIPELINED: gl.constexpr,
                 PRODUCER: gl.constexpr, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr,
                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
-                NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr):
+                NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, base=0, turn_base=0):
     """The masked tiles [kv_start, free_start) at a window's left edge (none without a window), the mask-free
-    ones [free_start, free_end), then the masked ones [free_end, kv_end)."""
+    ones [free_start, free_end), then the masked ones [free_end, kv_end). base, turn_base (PERSISTENT, rungs 2-4):
+    the ring tiles and PINGPONG turns of the program's earlier work items."""
     if PIPELINED:
         # PINGPONG's turn numbers: + 1 for each earlier range with tiles (kv_range_turn_shifts on the host)
-        shift_free = (gl.to_tensor(free_start) > kv_start).to(gl.int32)
+        shift_free = (gl.to_tensor(free_start) > kv_start).to(gl.int32) + turn_base
         shift_masked = shift_free + (gl.to_tensor(free_end) > free_start).to(gl.int32)
         if WINDOW:
             acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars,
                                               v_bars, empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start,
                                               free_start, kv_start, kv_end, N_KV, diagonal, qk_scale, window_left,
-                                              0, True, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG, BLOCK_M,
-                                              BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout)
+                                              turn_base, True, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG,
+                                              BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base)
         acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
                                           empty_bars, turn_bars, off_b, off_kvh, offs_m, free_start, free_end,
                                           kv_start, kv_end, N_KV, diagonal, qk_scale, window_left, shift_free,
                                           False, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N,
-                                          HEAD_DIM, NUM_BUFFERS, s_layout, o_layout)
+                                          HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base)
         acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
                                           empty_bars, turn_bars, off_b, off_kvh, offs_m, free_end, kv_end,
                                           kv_start, kv_end, N_KV, diagonal, qk_scale, window_left, shift_masked,
                                           True, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N,
-                                          HEAD_DIM, NUM_BUFFERS, s_layout, o_layout)
+                                          HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base)
     else:
         if WINDOW:
             acc, m_i, l_i = _attend_serial(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
@@ -408,6 +417,15 @@ def _consumer(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, PIPELINED: gl
                                 diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW, PIPELINED, PRODUCER, CONSUMER,
                                 PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout)
 
+    _write_out(acc, m_i, l_i, q_smem, q_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q, dtype,
+               o_layout)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def _write_out(acc, m_i, l_i, q_smem, q_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q,
+               dtype: gl.constexpr, o_layout: gl.constexpr):
+    """O = acc / l through the Q tile's shared memory and a TMA store (issued, not waited), LSE to lse_ptr."""
     # rows that saw no key (causal, N_Q > N_KV) get o = 0 and lse = -inf
     seen = l_i > 0.0
     safe_l = gl.where(seen, l_i, 1.0)
@@ -420,7 +438,136 @@ def _consumer(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, PIPELINED: gl
     q_tile.store(o)
     fence_async_shared()
     tma.async_copy_shared_to_global(o_desc, [off_b, off_h, m_start, 0], q_smem)
+
+
+# ------------------------------------------------------------------------------------------------ persistent
+
+@gluon.jit
+def _key_range(m_start, N_Q, N_KV, window_left, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr,
+               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
+    """(kv_start, free_start, free_end, kv_end) of the query tile at row m_start: [kv_start, free_start) and
+    [free_end, kv_end) need a mask, [free_start, free_end) does not (kv_range on the host; keep the two in step)."""
+    diagonal = N_KV - N_Q
+    kv_end = N_KV
+    free_end = (N_KV // BLOCK_N) * BLOCK_N
+    if IS_CAUSAL:
+        kv_end = gl.maximum(gl.minimum(kv_end, m_start + BLOCK_M + diagonal), 0)
+        free_end = gl.minimum(free_end, (gl.maximum(m_start + diagonal + 1, 0) // BLOCK_N) * BLOCK_N)
+    kv_start = gl.to_tensor(0)
+    free_start = gl.to_tensor(0)
+    if WINDOW:   # the first key the tile's first row sees; keys every row sees start after its last row's first
+        kv_start = (gl.maximum(m_start + diagonal - window_left, 0) // BLOCK_N) * BLOCK_N
+        free_start = gl.cdiv(gl.maximum(m_start + BLOCK_M - 1 + diagonal - window_left, 0), BLOCK_N) * BLOCK_N
+        free_start = gl.minimum(gl.maximum(free_start, kv_start), free_end)
+    return kv_start, free_start, free_end, kv_end
+
+
+@gluon.jit
+def _work_item(w, num_m, BH, H, GROUP, IS_CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr):
+    """(off_b, off_h, off_kvh, pid_bh, m_start) of work item w of a PERSISTENT launch (work_item on the host):
+    every head's last query tile, then every head's one before it, ... -- under causal the longest first, as the
+    one-program-per-tile grid runs them."""
+    pid_m = w // BH
+    if IS_CAUSAL:
+        pid_m = num_m - 1 - pid_m
+    pid_bh = w % BH
+    off_h = pid_bh % H
+    return pid_bh // H, off_h, off_h // GROUP, pid_bh, pid_m * BLOCK_M
+
+
+@gluon.jit
+def _load_q(q_desc, q_smem, q_bars, slot, w, num_m, BH, H, GROUP, CONSUMER: gl.constexpr, IS_CAUSAL: gl.constexpr,
+            BLOCK_M: gl.constexpr):
+    """TMA load of consumer CONSUMER's Q rows of work item w into Q buffer `slot` (its barrier: the same slot)."""
+    Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
+    off_b, off_h, _, _, m_start = _work_item(w, num_m, BH, H, GROUP, IS_CAUSAL, BLOCK_M)
+    mbarrier.expect(q_bars.index(slot), q_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(q_desc, [off_b, off_h, m_start + CONSUMER * Q_ROWS, 0], q_bars.index(slot),
+                                    q_smem.index(slot))
+
+
+@gluon.jit
+def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NUM_BUFFERS: gl.constexpr,
+                         PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr, CONSUMER: gl.constexpr,
+                         num_warps: gl.constexpr):
+    """PERSISTENT (rungs 3-4): consumer CONSUMER over work items pid, pid + nprog, ... Its Q rows have Q_BUFFERS
+    shared buffers: item i's Q goes to buffer i % Q_BUFFERS and is loaded (by this consumer) while item i - 1 is
+    computed; each item's O is staged in its Q buffer and stored by TMA without waiting, so that store overlaps
+    the next item (the buffer is loaded again two items later, after store_wait(1)). The K/V ring and PINGPONG's
+    turns run on across items: `base` counts the tiles of earlier items, `turn_base` their turns."""
+    (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars, turn_bars,
+     pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left) = args
+    Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
+    BLOCK_M: gl.constexpr = Q_ROWS * CONSUMERS
+    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[3]
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
+    dtype: gl.constexpr = q_desc.dtype
+    s_layout: gl.constexpr = _wgmma_layout(num_warps, BLOCK_N)
+    o_layout: gl.constexpr = _wgmma_layout(num_warps, HEAD_DIM)
+    row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
+    FIRST: gl.constexpr = CONSUMER * Q_BUFFERS           # this consumer's Q buffers and barriers
+    diagonal = N_KV - N_Q
+    total = num_m * BH
+
+    if pid < total:
+        _load_q(q_desc, q_smem, q_bars, FIRST, pid, num_m, BH, H, GROUP, CONSUMER, IS_CAUSAL, BLOCK_M)
+    base = 0
+    turn_base = 0
+    count = 0
+    for w in range(pid, total, nprog):
+        off_b, off_h, off_kvh, pid_bh, m_prog = _work_item(w, num_m, BH, H, GROUP, IS_CAUSAL, BLOCK_M)
+        kv_start, free_start, free_end, kv_end = _key_range(m_prog, N_Q, N_KV, window_left, IS_CAUSAL, WINDOW,
+                                                            BLOCK_M, BLOCK_N)
+        slot = FIRST + count % Q_BUFFERS
+        if w + nprog < total:                            # the next item's Q, into a buffer no store still reads
+            tma.store_wait(Q_BUFFERS - 2)
+            _load_q(q_desc, q_smem, q_bars, FIRST + (count + 1) % Q_BUFFERS, w + nprog, num_m, BH, H, GROUP,
+                    CONSUMER, IS_CAUSAL, BLOCK_M)
+        q_buf = q_smem.index(slot)
+        q_tile = q_buf.reshape([Q_ROWS, HEAD_DIM])
+        mbarrier.wait(q_bars.index(slot), (count // Q_BUFFERS) & 1)
+
+        m_start = m_prog + CONSUMER * Q_ROWS
+        offs_m = m_start + gl.arange(0, Q_ROWS, layout=row_layout)
+        m_i = gl.full([Q_ROWS], float("-inf"), gl.float32, row_layout)
+        l_i = gl.zeros([Q_ROWS], gl.float32, row_layout)
+        acc = gl.zeros([Q_ROWS, HEAD_DIM], gl.float32, o_layout)
+        acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+                                    empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, free_start, free_end,
+                                    kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW, True, True,
+                                    CONSUMER, PINGPONG, Q_ROWS, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout,
+                                    base, turn_base)
+        _write_out(acc, m_i, l_i, q_buf, q_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q, dtype,
+                   o_layout)
+        n_tiles = gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N)
+        ranges = ((free_start > kv_start).to(gl.int32) + (free_end > free_start).to(gl.int32)
+                  + (kv_end > free_end).to(gl.int32))
+        base += n_tiles
+        turn_base += n_tiles + ranges
+        count += 1
     tma.store_wait(0)
+
+
+@gluon.jit
+def _producer_persistent(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m, BH, H,
+                         GROUP, N_Q, N_KV, window_left, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr,
+                         BLOCK_M: gl.constexpr, NUM_BUFFERS: gl.constexpr):
+    """PERSISTENT: the producer's loads of every key tile of every work item of the program, in the consumers'
+    order, into one ring whose tile count runs on across items (so it loads the next item's first tiles while
+    the consumers finish the current one)."""
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
+    base = 0
+    for w in range(pid, num_m * BH, nprog):
+        off_b, off_h, off_kvh, pid_bh, m_prog = _work_item(w, num_m, BH, H, GROUP, IS_CAUSAL, BLOCK_M)
+        kv_start, free_start, free_end, kv_end = _key_range(m_prog, N_Q, N_KV, window_left, IS_CAUSAL, WINDOW,
+                                                            BLOCK_M, BLOCK_N)
+        n_tiles = gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N)
+        for tile in range(n_tiles):
+            buf, phase = _slot(base + tile, NUM_BUFFERS)
+            mbarrier.wait(empty_bars.index(buf), phase ^ 1)
+            _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, tile, kv_start, kv_end,
+                     BLOCK_N, NUM_BUFFERS, base + tile)
+        base += n_tiles
 
 
 @gluon.jit
@@ -443,15 +590,17 @@ def _consumers(rung):
 
 # The sizes are not specialised (== 1, % 16): one JIT compile per (rung, D, dtype, causal) instead of ~6 over
 # gpu/gluon_check.py's shapes (it has 55 s per rung), and the sizes compile as compile_rung's "i32" do.
-@gluon.jit(do_not_specialize=["H", "GROUP", "N_Q", "N_KV", "window_left"])
-def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left,
+@gluon.jit(do_not_specialize=["H", "GROUP", "N_Q", "N_KV", "window_left", "BH"])
+def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left, BH,
                           IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, RUNG: gl.constexpr, NUM_BUFFERS: gl.constexpr,
                           PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, PINGPONG: gl.constexpr,
-                          num_warps: gl.constexpr):
-    """Grid (cdiv(N_Q, BLOCK_M), B·H). q_desc/o_desc: 4-D (B, H, N_Q, D) descriptors with (1, 1, BLOCK_M / C, D)
-    boxes, C the rung's consumer partitions (consumers()); k_desc/v_desc: (B, H_kv, N_KV, D) with
-    (1, 1, BLOCK_N, D) boxes; qk_scale = scale·log2 e. WINDOW (causal only): query row i sees keys
-    [i + N_KV - N_Q - window_left, i + N_KV - N_Q] (flash-attn's window_size=(window_left, 0))."""
+                          PERSISTENT: gl.constexpr, num_warps: gl.constexpr):
+    """Grid (cdiv(N_Q, BLOCK_M), B·H), or PERSISTENT (rungs 3-4) at most one program per SM, each taking work
+    items pid, pid + programs, ... (_work_item) of the cdiv(N_Q, BLOCK_M)·BH query tiles. q_desc/o_desc: 4-D
+    (B, H, N_Q, D) descriptors with (1, 1, BLOCK_M / C, D) boxes, C the rung's consumer partitions (consumers());
+    k_desc/v_desc: (B, H_kv, N_KV, D) with (1, 1, BLOCK_N, D) boxes; qk_scale = scale·log2 e. WINDOW (causal
+    only): query row i sees keys [i + N_KV - N_Q - window_left, i + N_KV - N_Q] (flash-attn's
+    window_size=(window_left, 0))."""
     CONSUMERS: gl.constexpr = _consumers(RUNG)
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
     BLOCK_M: gl.constexpr = Q_ROWS * CONSUMERS
@@ -462,7 +611,26 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
     gl.static_assert(RUNG == 1 or NUM_BUFFERS >= 2, "rungs 2-4 need NUM_BUFFERS >= 2")
     gl.static_assert(RUNG == 4 or not PINGPONG, "PINGPONG orders rung 4's two consumers")
     gl.static_assert(IS_CAUSAL or not WINDOW, "a window needs the causal mask (its right bound)")
+    gl.static_assert(RUNG >= 3 or not PERSISTENT, "PERSISTENT needs the producer partition (rungs 3-4)")
 
+    if PERSISTENT:
+        _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left, BH,
+                    IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG, num_warps)
+    else:
+        _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left,
+                  IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG, num_warps)
+
+
+@gluon.jit
+def _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left,
+              IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, RUNG: gl.constexpr, NUM_BUFFERS: gl.constexpr,
+              PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, PINGPONG: gl.constexpr,
+              num_warps: gl.constexpr):
+    """One program per (query tile, batch·head): program ids (query tile, b·H + h)."""
+    CONSUMERS: gl.constexpr = _consumers(RUNG)
+    Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
+    BLOCK_M: gl.constexpr = Q_ROWS * CONSUMERS
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
     pid_m = gl.program_id(0)
     if IS_CAUSAL:                   # the longest query tiles start first
         pid_m = gl.num_programs(0) - 1 - pid_m
@@ -471,21 +639,8 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
     off_h = pid_bh % H
     off_kvh = off_h // GROUP
     m_start = pid_m * BLOCK_M
-
-    # the key range of this program: [kv_start, free_start) and [free_end, kv_end) need a mask,
-    # [free_start, free_end) does not (kv_range on the host; keep the two in step)
-    diagonal = N_KV - N_Q
-    kv_end = N_KV
-    free_end = (N_KV // BLOCK_N) * BLOCK_N
-    if IS_CAUSAL:
-        kv_end = gl.maximum(gl.minimum(kv_end, m_start + BLOCK_M + diagonal), 0)
-        free_end = gl.minimum(free_end, (gl.maximum(m_start + diagonal + 1, 0) // BLOCK_N) * BLOCK_N)
-    kv_start = gl.to_tensor(0)
-    free_start = gl.to_tensor(0)
-    if WINDOW:   # the first key the tile's first row sees; keys every row sees start after its last row's first
-        kv_start = (gl.maximum(m_start + diagonal - window_left, 0) // BLOCK_N) * BLOCK_N
-        free_start = gl.cdiv(gl.maximum(m_start + BLOCK_M - 1 + diagonal - window_left, 0), BLOCK_N) * BLOCK_N
-        free_start = gl.minimum(gl.maximum(free_start, kv_start), free_end)
+    kv_start, free_start, free_end, kv_end = _key_range(m_start, N_Q, N_KV, window_left, IS_CAUSAL, WINDOW, BLOCK_M,
+                                                        BLOCK_N)
 
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [CONSUMERS] + q_desc.block_type.shape, q_desc.layout)
     k_smem = gl.allocate_shared_memory(k_desc.dtype, [NUM_BUFFERS] + k_desc.block_type.shape, k_desc.layout)
@@ -537,6 +692,65 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
 
     for c in gl.static_range(CONSUMERS):
         mbarrier.invalidate(q_bars.index(c))
+        if PINGPONG:
+            mbarrier.invalidate(turn_bars.index(c))
+    for i in gl.static_range(NUM_BUFFERS):
+        mbarrier.invalidate(k_bars.index(i))
+        mbarrier.invalidate(v_bars.index(i))
+        mbarrier.invalidate(empty_bars.index(i))
+
+
+@gluon.jit
+def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left, BH,
+                IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, RUNG: gl.constexpr, NUM_BUFFERS: gl.constexpr,
+                PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, PINGPONG: gl.constexpr,
+                num_warps: gl.constexpr):
+    """PERSISTENT: the rung's partitions, each looping over the program's work items (_consumer_persistent,
+    _producer_persistent); shared memory and barriers are set up once."""
+    CONSUMERS: gl.constexpr = _consumers(RUNG)
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[2] * CONSUMERS
+    pid = gl.program_id(0)
+    nprog = gl.num_programs(0)
+    num_m = gl.cdiv(N_Q, BLOCK_M)
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, [CONSUMERS * Q_BUFFERS] + q_desc.block_type.shape,
+                                       q_desc.layout)
+    k_smem = gl.allocate_shared_memory(k_desc.dtype, [NUM_BUFFERS] + k_desc.block_type.shape, k_desc.layout)
+    v_smem = gl.allocate_shared_memory(v_desc.dtype, [NUM_BUFFERS] + v_desc.block_type.shape, v_desc.layout)
+    q_bars = gl.allocate_shared_memory(gl.int64, [CONSUMERS * Q_BUFFERS, 1], mbarrier.MBarrierLayout())
+    k_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    v_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    empty_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    turn_bars = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(CONSUMERS * Q_BUFFERS):
+        mbarrier.init(q_bars.index(i), count=1)
+    for c in gl.static_range(CONSUMERS):
+        if PINGPONG:
+            mbarrier.init(turn_bars.index(c), count=1)
+    for i in gl.static_range(NUM_BUFFERS):
+        mbarrier.init(k_bars.index(i), count=1)
+        mbarrier.init(v_bars.index(i), count=1)
+        mbarrier.init(empty_bars.index(i), count=CONSUMERS)
+    fence_async_shared()
+
+    consumer = (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bars, k_bars, v_bars,
+                empty_bars, turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left)
+    producer = (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m, BH, H, GROUP, N_Q,
+                N_KV, window_left, IS_CAUSAL, WINDOW, BLOCK_M, NUM_BUFFERS)
+    if RUNG == 4:
+        gl.warp_specialize([
+            (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, num_warps)),
+            (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 1, num_warps)),
+            (_producer_persistent, producer),
+        ], [num_warps, 1], [CONSUMER_REGS, PRODUCER_REGS])
+    else:
+        gl.warp_specialize([
+            (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, num_warps)),
+            (_producer_persistent, producer),
+        ], [1], [PRODUCER_REGS])
+
+    for i in gl.static_range(CONSUMERS * Q_BUFFERS):
+        mbarrier.invalidate(q_bars.index(i))
+    for c in gl.static_range(CONSUMERS):
         if PINGPONG:
             mbarrier.invalidate(turn_bars.index(c))
     for i in gl.static_range(NUM_BUFFERS):
@@ -607,13 +821,17 @@ def rung_config(rung, head_dim, config=None):
         raise ValueError(f"BLOCK_N must be one of {BLOCK_NS}, got {cfg['BLOCK_N']}")
     if cfg.get("PINGPONG") and rung != 4:
         raise ValueError(f"PINGPONG orders rung 4's two consumer partitions; rung {rung} has one")
+    if cfg.get("PERSISTENT") and rung < 3:
+        raise ValueError(f"PERSISTENT needs the producer partition of rungs 3-4; rung {rung} has none")
     return cfg
 
 
 def _constexprs(rung, causal, cfg, window=False):
+    """The kernel's constexpr arguments, in its order (GluonPlan passes them by position)."""
     return dict(IS_CAUSAL=bool(causal), WINDOW=bool(window), RUNG=rung, NUM_BUFFERS=cfg["NUM_BUFFERS"],
                 PRODUCER_REGS=cfg.get("PRODUCER_REGS", 24), CONSUMER_REGS=cfg.get("CONSUMER_REGS", 240),
-                PINGPONG=bool(cfg.get("PINGPONG", False)), num_warps=cfg["num_warps"])
+                PINGPONG=bool(cfg.get("PINGPONG", False)), PERSISTENT=bool(cfg.get("PERSISTENT", False)),
+                num_warps=cfg["num_warps"])
 
 
 def _options(cfg):
@@ -640,7 +858,7 @@ def compile_rung(rung, head_dim=128, dtype=torch.bfloat16, causal=True, config=N
     signature = dict(q_desc=descriptor_signature(q_box, dtype), k_desc=descriptor_signature(kv_box, dtype),
                      v_desc=descriptor_signature(kv_box, dtype), o_desc=descriptor_signature(q_box, dtype),
                      lse_ptr="*fp32", H="i32", GROUP="i32", N_Q="i32", N_KV="i32", qk_scale="fp32",
-                     window_left="i32")
+                     window_left="i32", BH="i32")
     signature.update({name: "constexpr" for name in constexprs})
     src = GluonASTSource(_attention_fwd_hopper, signature=signature, constexprs=constexprs)
     return triton.compile(src, target=GPUTarget("cuda", capability, 32), options=_options(cfg))
@@ -692,7 +910,7 @@ def _require_hopper(*tensors):
 def gluon_launch(q, k, v, o, causal, scale, rung, config, window_left=-1):
     """What a launch of the Gluon kernel for these inputs fixes once: (grid, layouts, scalars, constexprs,
     options). layouts: (shape, strides, box, padding) of the q, k, v and o (torch.empty_like(q)) descriptors;
-    scalars: H, GROUP, N_Q, N_KV, qk_scale, window_left (-1: no window; a window needs causal); constexprs: the kernel's compile-time parameters in its order;
+    scalars: H, GROUP, N_Q, N_KV, qk_scale, window_left (-1: no window; a window needs causal), B·H; constexprs: the kernel's compile-time parameters in its order;
     options: the launch options. `fa2.plan.GluonPlan` builds it once per input signature."""
     B, H, N_Q, D = q.shape
     H_kv, N_KV = k.shape[1], k.shape[2]
@@ -711,10 +929,27 @@ def gluon_launch(q, k, v, o, causal, scale, rung, config, window_left=-1):
     layout = lambda t, rows: (list(t.shape), list(t.stride()), [1, 1, rows, D], "zero")
     layouts = [layout(q, q_rows), layout(k, cfg["BLOCK_N"]), layout(v, cfg["BLOCK_N"]), layout(o, q_rows)]
     grid = (triton.cdiv(N_Q, cfg["BLOCK_M"]), B * H, 1)
+    if cfg.get("PERSISTENT"):   # one program per SM at most (rungs 3-4 fill an SM's registers), over the tiles
+        grid = (max(1, min(grid[0] * grid[1], _sm_count(q.device))), 1, 1)
     scale = 1.0 / math.sqrt(D) if scale is None else scale
-    scalars = (H, H // H_kv, N_Q, N_KV, scale * LOG2E, int(window_left))
+    scalars = (H, H // H_kv, N_Q, N_KV, scale * LOG2E, int(window_left), B * H)
     options = {key: value for key, value in _options(cfg).items() if key != "num_warps"}
     return grid, layouts, scalars, _constexprs(rung, causal, cfg, window_left >= 0), options
+
+
+def _sm_count(device):
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def work_item(w, num_m, BH, H, GROUP, causal, BLOCK_M):
+    """(off_b, off_h, off_kvh, pid_bh, m_start) of work item w of a PERSISTENT launch: the kernel's
+    ``_work_item`` in plain Python (keep the two in step), for the CPU tests."""
+    pid_m = w // BH
+    if causal:
+        pid_m = num_m - 1 - pid_m
+    pid_bh = w % BH
+    off_h = pid_bh % H
+    return pid_bh // H, off_h, off_h // GROUP, pid_bh, pid_m * BLOCK_M
 
 
 def gluon_descriptors(tensors, layouts):

@@ -48,9 +48,13 @@ if __name__ == "__main__":
     if len(sys.argv) == 3:
         one(sys.argv[1], sys.argv[2])
     else:
-        for name in CONFIGS:
+        import os
+        for qb in ("1", "3"):                        # FA2_GLUON_Q_BUFFERS=1: Q's shared buffer indexed by a constant
+          for name in ("r3_m64", "r4pp_b3"):
             for case in CASES:
-                r = subprocess.run([sys.executable, __file__, name, case], capture_output=True, text=True, timeout=60)
+                print(f"Q_BUFFERS={qb}", end=" ", flush=True)
+                r = subprocess.run([sys.executable, __file__, name, case], capture_output=True, text=True, timeout=60,
+                                   env=dict(os.environ, FA2_GLUON_Q_BUFFERS=qb))
                 out = (r.stdout + r.stderr).strip().splitlines()
                 print("\n".join(l for l in out if not l.startswith(" ") or "lse[" in l)[-600:] if r.returncode == 0
                       else f"{name} {case}: rc {r.returncode}: {[l for l in out if 'Error' in l][-1:]}", flush=True)

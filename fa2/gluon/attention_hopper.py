@@ -37,6 +37,7 @@ key tiles of a program are split into mask-free tiles then the diagonal (and tai
 """
 
 import math
+import os
 
 import torch
 import triton
@@ -54,7 +55,7 @@ LOG2E = 1.4426950408889634      # exp(x) = exp2(x·log2 e)
 LN2 = 0.6931471805599453
 RUNGS = (1, 2, 3, 4)
 BLOCK_NS = (64, 128)
-Q_BUFFERS = gl.constexpr(3)     # PERSISTENT: Q (and O staging) buffers per consumer
+Q_BUFFERS = gl.constexpr(int(os.environ.get("FA2_GLUON_Q_BUFFERS", "3")))  # PERSISTENT: Q/O buffers per consumer
 HEAD_DIMS = (64, 128)
 TORCH_TO_GL = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 SIG_DTYPE = {torch.float16: "fp16", torch.bfloat16: "bf16"}
@@ -520,7 +521,7 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
                                                             BLOCK_M, BLOCK_N)
         slot = FIRST + count % Q_BUFFERS
         if w + nprog < total:                            # the next item's Q, into a buffer no store still reads
-            tma.store_wait(Q_BUFFERS - 2)
+            tma.store_wait(max(Q_BUFFERS - 2, 0))
             _load_q(q_desc, q_smem, q_bars, FIRST + (count + 1) % Q_BUFFERS, w + nprog, num_m, BH, H, GROUP,
                     CONSUMER, IS_CAUSAL, BLOCK_M)
         q_buf = q_smem.index(slot)

@@ -384,25 +384,25 @@ def test_constexprs_are_in_the_kernels_order(hopper):
 
 # ------------------------------------------------------------------------------------------ PERSISTENT
 
-def _simulate_persistent(rung, items, NUM_BUFFERS, Q_BUFFERS, ring_slot, rng, pingpong=False, turn_phase=None):
+def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=False, turn_phase=None):
     """A PERSISTENT program (rungs 3-4) over its work items [(n_tiles, n_free, n_lower), ...] as plain Python,
     under a random interleaving: the producer loads every item's tiles into one ring whose tile count runs on
     across items (each after the empty barrier), the consumers walk each item's tiles with `base` = the tiles of
-    earlier items and turn numbers shifted by `turn_base` = their turns (_consumer_ops per item), and each
-    consumer loads item i + 1's Q into buffer (i + 1) % Q_BUFFERS after store_wait(Q_BUFFERS - 2), waits for
-    item i's Q, and stores item i's O from its buffer (the stores complete in order, at random later times).
+    earlier items and turn numbers shifted by `turn_base` = their turns (_consumer_ops per item); each consumer
+    waits for item i's Q (one buffer), loads item i + 1's Q once its last tile of item i is done, then
+    store_wait(0) and stores item i's O from its O buffer (stores complete at random later times).
     Asserts every wait passes on the phase it means, no K/V buffer is refilled before both consumers freed it,
-    no Q buffer is loaded while a store still reads it, every tile is loaded and consumed once, no deadlock."""
+    no O buffer is staged while a store still reads it, every tile is loaded and consumed once, no deadlock."""
     consumers = 2 if rung == 4 else 1
     count, arrivals, freed, loaded = {}, {}, set(), []
-    pending = {c: [] for c in range(consumers)}          # each consumer's O stores in flight: (item, buffer)
+    pending = {c: [] for c in range(consumers)}          # each consumer's O stores in flight (items)
     total_tiles = sum(n for n, _, _ in items)
 
     def wait(kind, t, c):
         if kind == "turn":
             key, phase, want = ("turn", c), turn_phase(t, c), t + c
-        elif kind == "q":                                # item t's Q in buffer t % Q_BUFFERS
-            key, phase, want = ("q", c, t % Q_BUFFERS), (t // Q_BUFFERS) & 1, t // Q_BUFFERS + 1
+        elif kind == "q":                                # item t's Q: the t-th load of the consumer's buffer
+            key, phase, want = ("q", c), t & 1, t + 1
         else:
             buf, phase = ring_slot(t, NUM_BUFFERS)
             key = (kind, buf)
@@ -419,12 +419,12 @@ def _simulate_persistent(rung, items, NUM_BUFFERS, Q_BUFFERS, ring_slot, rng, pi
     base = turn_base = 0
     for i, (n_tiles, n_free, n_lower) in enumerate(items):
         for c in range(consumers):
-            if i + 1 < len(items):
-                ops[c] += [("store_wait", Q_BUFFERS - 2), ("qload", i + 1)]
             ops[c].append(("q", i))
             for kind, t in _consumer_ops(rung, n_tiles, n_free, pingpong, n_lower):
                 ops[c].append((kind, t + (turn_base if kind in ("turn", "pass") else base)))
-            ops[c].append(("store", i))
+            if i + 1 < len(items):
+                ops[c].append(("qload", i + 1))
+            ops[c] += [("store_wait", 0), ("store", i)]
         ranges = (n_lower > 0) + (n_free > n_lower) + (n_tiles > n_free)
         base, turn_base = base + n_tiles, turn_base + n_tiles + ranges
     for c in range(consumers):
@@ -470,11 +470,10 @@ def _simulate_persistent(rung, items, NUM_BUFFERS, Q_BUFFERS, ring_slot, rng, pi
         elif kind == "pass":
             count["turn", 1 - c] = count.get(("turn", 1 - c), 0) + 1
         elif kind == "qload":
-            slot = t % Q_BUFFERS
-            assert all(b != slot for _, b in pending[c]), f"Q of item {t} overwrites an O store in flight"
-            count["q", c, slot] = count.get(("q", c, slot), 0) + 1
+            count["q", c] = count.get(("q", c), 0) + 1
         elif kind == "store":
-            pending[c].append((t, t % Q_BUFFERS))
+            assert not pending[c], f"O of item {t} staged while the store of item {pending[c][0]} reads the buffer"
+            pending[c].append(t)
     assert loaded == list(range(total_tiles)) and freed == set(range(total_tiles))
     if pingpong:
         assert count.get(("turn", 0), 0) == count.get(("turn", 1), 0), "each consumer took as many turns"
@@ -502,8 +501,7 @@ def test_persistent_ring_q_buffers_and_turns(hopper, rung, NUM_BUFFERS, pingpong
                                                                              window_left)
                     tiles = lambda key: -(-(key - kv_start) // BN)
                     items.append((max(tiles(kv_end), 0), tiles(free_end), tiles(free_start)))
-                _simulate_persistent(rung, items, NUM_BUFFERS, int(hopper.Q_BUFFERS), hopper.ring_slot, rng,
-                                     pingpong, hopper.turn_phase)
+                _simulate_persistent(rung, items, NUM_BUFFERS, hopper.ring_slot, rng, pingpong, hopper.turn_phase)
 
 
 def test_persistent_work_items_cover_every_tile_once_longest_first(hopper):

@@ -37,7 +37,6 @@ key tiles of a program are split into mask-free tiles then the diagonal (and tai
 """
 
 import math
-import os
 
 import torch
 import triton
@@ -55,7 +54,6 @@ LOG2E = 1.4426950408889634      # exp(x) = exp2(x·log2 e)
 LN2 = 0.6931471805599453
 RUNGS = (1, 2, 3, 4)
 BLOCK_NS = (64, 128)
-Q_BUFFERS = gl.constexpr(int(os.environ.get("FA2_GLUON_Q_BUFFERS", "3")))  # PERSISTENT: Q/O buffers per consumer
 HEAD_DIMS = (64, 128)
 TORCH_TO_GL = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 SIG_DTYPE = {torch.float16: "fp16", torch.bfloat16: "bf16"}
@@ -477,27 +475,29 @@ def _work_item(w, num_m, BH, H, GROUP, IS_CAUSAL: gl.constexpr, BLOCK_M: gl.cons
 
 
 @gluon.jit
-def _load_q(q_desc, q_smem, q_bars, slot, w, num_m, BH, H, GROUP, CONSUMER: gl.constexpr, IS_CAUSAL: gl.constexpr,
+def _load_q(q_desc, q_smem, q_bars, w, num_m, BH, H, GROUP, CONSUMER: gl.constexpr, IS_CAUSAL: gl.constexpr,
             BLOCK_M: gl.constexpr):
-    """TMA load of consumer CONSUMER's Q rows of work item w into Q buffer `slot` (its barrier: the same slot)."""
+    """TMA load of consumer CONSUMER's Q rows of work item w into its Q buffer (and barrier) CONSUMER."""
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
     off_b, off_h, _, _, m_start = _work_item(w, num_m, BH, H, GROUP, IS_CAUSAL, BLOCK_M)
-    mbarrier.expect(q_bars.index(slot), q_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(q_desc, [off_b, off_h, m_start + CONSUMER * Q_ROWS, 0], q_bars.index(slot),
-                                    q_smem.index(slot))
+    mbarrier.expect(q_bars.index(CONSUMER), q_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(q_desc, [off_b, off_h, m_start + CONSUMER * Q_ROWS, 0], q_bars.index(CONSUMER),
+                                    q_smem.index(CONSUMER))
 
 
 @gluon.jit
 def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NUM_BUFFERS: gl.constexpr,
                          PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr, CONSUMER: gl.constexpr,
                          num_warps: gl.constexpr):
-    """PERSISTENT (rungs 3-4): consumer CONSUMER over work items pid, pid + nprog, ... Its Q rows have Q_BUFFERS
-    shared buffers: item i's Q goes to buffer i % Q_BUFFERS and is loaded (by this consumer) while item i - 1 is
-    computed; each item's O is staged in its Q buffer and stored by TMA without waiting, so that store overlaps
-    the next item (the buffer is loaded again two items later, after store_wait(1)). The K/V ring and PINGPONG's
-    turns run on across items: `base` counts the tiles of earlier items, `turn_base` their turns."""
-    (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars, turn_bars,
-     pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left) = args
+    """PERSISTENT (rungs 3-4): consumer CONSUMER over work items pid, pid + nprog, ... Its Q rows have one shared
+    buffer: the next item's Q is loaded (by this consumer) as soon as the last wgmma that reads this item's Q has
+    completed, so the load overlaps this item's epilogue. O is staged in a buffer of its own and stored by TMA
+    without waiting; the next item waits for that store (store_wait) only before staging its own O. The K/V ring
+    and PINGPONG's turns run on across items: `base` counts the tiles of earlier items, `turn_base` their turns.
+    (Q and O buffers are indexed by constants: a Q buffer picked by a run-time index gave wrong scores on the
+    H200 -- gpu/persistent_debug.py.)"""
+    (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars,
+     turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left) = args
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
     BLOCK_M: gl.constexpr = Q_ROWS * CONSUMERS
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[3]
@@ -506,12 +506,15 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
     s_layout: gl.constexpr = _wgmma_layout(num_warps, BLOCK_N)
     o_layout: gl.constexpr = _wgmma_layout(num_warps, HEAD_DIM)
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
-    FIRST: gl.constexpr = CONSUMER * Q_BUFFERS           # this consumer's Q buffers and barriers
     diagonal = N_KV - N_Q
     total = num_m * BH
+    q_buf = q_smem.index(CONSUMER)
+    q_tile = q_buf.reshape([Q_ROWS, HEAD_DIM])
+    o_buf = o_smem.index(CONSUMER)
+    o_tile = o_buf.reshape([Q_ROWS, HEAD_DIM])
 
     if pid < total:
-        _load_q(q_desc, q_smem, q_bars, FIRST, pid, num_m, BH, H, GROUP, CONSUMER, IS_CAUSAL, BLOCK_M)
+        _load_q(q_desc, q_smem, q_bars, pid, num_m, BH, H, GROUP, CONSUMER, IS_CAUSAL, BLOCK_M)
     base = 0
     turn_base = 0
     count = 0
@@ -519,15 +522,7 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
         off_b, off_h, off_kvh, pid_bh, m_prog = _work_item(w, num_m, BH, H, GROUP, IS_CAUSAL, BLOCK_M)
         kv_start, free_start, free_end, kv_end = _key_range(m_prog, N_Q, N_KV, window_left, IS_CAUSAL, WINDOW,
                                                             BLOCK_M, BLOCK_N)
-        slot = FIRST + count % Q_BUFFERS
-        if w + nprog < total:                            # the next item's Q, into a buffer no store still reads
-            tma.store_wait(max(Q_BUFFERS - 2, 0))
-            _load_q(q_desc, q_smem, q_bars, FIRST + (count + 1) % Q_BUFFERS, w + nprog, num_m, BH, H, GROUP,
-                    CONSUMER, IS_CAUSAL, BLOCK_M)
-        q_buf = q_smem.index(slot)
-        q_tile = q_buf.reshape([Q_ROWS, HEAD_DIM])
-        mbarrier.wait(q_bars.index(slot), (count // Q_BUFFERS) & 1)
-
+        mbarrier.wait(q_bars.index(CONSUMER), count & 1)
         m_start = m_prog + CONSUMER * Q_ROWS
         offs_m = m_start + gl.arange(0, Q_ROWS, layout=row_layout)
         m_i = gl.full([Q_ROWS], float("-inf"), gl.float32, row_layout)
@@ -538,7 +533,12 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
                                     kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW, True, True,
                                     CONSUMER, PINGPONG, Q_ROWS, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout,
                                     base, turn_base)
-        _write_out(acc, m_i, l_i, q_buf, q_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q, dtype,
+        if w + nprog < total:                            # every wgmma reading this Q is done: the next item's
+            gl.thread_barrier()
+            _load_q(q_desc, q_smem, q_bars, w + nprog, num_m, BH, H, GROUP, CONSUMER, IS_CAUSAL,
+                    BLOCK_M)
+        tma.store_wait(0)                                # the previous item's O has left o_buf
+        _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q, dtype,
                    o_layout)
         n_tiles = gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N)
         ranges = ((free_start > kv_start).to(gl.int32) + (free_end > free_start).to(gl.int32)
@@ -713,16 +713,16 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
     pid = gl.program_id(0)
     nprog = gl.num_programs(0)
     num_m = gl.cdiv(N_Q, BLOCK_M)
-    q_smem = gl.allocate_shared_memory(q_desc.dtype, [CONSUMERS * Q_BUFFERS] + q_desc.block_type.shape,
-                                       q_desc.layout)
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, [CONSUMERS] + q_desc.block_type.shape, q_desc.layout)
+    o_smem = gl.allocate_shared_memory(o_desc.dtype, [CONSUMERS] + o_desc.block_type.shape, o_desc.layout)
     k_smem = gl.allocate_shared_memory(k_desc.dtype, [NUM_BUFFERS] + k_desc.block_type.shape, k_desc.layout)
     v_smem = gl.allocate_shared_memory(v_desc.dtype, [NUM_BUFFERS] + v_desc.block_type.shape, v_desc.layout)
-    q_bars = gl.allocate_shared_memory(gl.int64, [CONSUMERS * Q_BUFFERS, 1], mbarrier.MBarrierLayout())
+    q_bars = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
     k_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
     v_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
     empty_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
     turn_bars = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(CONSUMERS * Q_BUFFERS):
+    for i in gl.static_range(CONSUMERS):
         mbarrier.init(q_bars.index(i), count=1)
     for c in gl.static_range(CONSUMERS):
         if PINGPONG:
@@ -733,7 +733,7 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
         mbarrier.init(empty_bars.index(i), count=CONSUMERS)
     fence_async_shared()
 
-    consumer = (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, k_smem, v_smem, q_bars, k_bars, v_bars,
+    consumer = (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars,
                 empty_bars, turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left)
     producer = (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m, BH, H, GROUP, N_Q,
                 N_KV, window_left, IS_CAUSAL, WINDOW, BLOCK_M, NUM_BUFFERS)
@@ -749,7 +749,7 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
             (_producer_persistent, producer),
         ], [1], [PRODUCER_REGS])
 
-    for i in gl.static_range(CONSUMERS * Q_BUFFERS):
+    for i in gl.static_range(CONSUMERS):
         mbarrier.invalidate(q_bars.index(i))
     for c in gl.static_range(CONSUMERS):
         if PINGPONG:

@@ -1,6 +1,10 @@
-"""Where the PERSISTENT Gluon kernel goes wrong (one subprocess per config and case: a fault loses the context).
+"""Where the PERSISTENT Gluon kernel went wrong (one subprocess per config and case: a fault loses the context).
 
     python gpu/persistent_debug.py          # prints, per config and case: O error, which LSE rows are wrong
+
+FA2_GLUON_Q_BUFFERS (1 or 3) is read by the kernel of commit b82e252 only (three Q buffers picked by a run-time
+index, or one indexed by the constant 0); the kernel since indexes its Q buffer by constants, and on it both
+settings run the same code. book/results/gluon_persistent.md has the story.
 """
 import subprocess
 import sys

@@ -34,6 +34,12 @@ key tiles of a program are split into mask-free tiles then the diagonal (and tai
   ``CONSUMER_REGS`` (240), the default partition what is left of 64 K (240). ``PINGPONG=True`` orders their
   wgmma issues explicitly, as FA3's named barriers do: two mbarriers pass a turn between the consumers, which
   issue their S (and previous P·V) wgmmas alternately.
+
+Options of every rung: ``WINDOW`` (causal only; flash-attn's window_size=(window_left, 0)): a program's key tiles
+start at the first its first row sees and run in three loops (masked left edge, mask-free, masked diagonal);
+checked on the H200 (gpu/gluon_window.py) and dispatched for windowed calls from the table's window families.
+``PERSISTENT`` (rungs 3-4): at most one program per SM, looping over the query tiles; checked on the H200 (96/96)
+but 0.83-1.02x the same config without it there, so not a candidate (book/results/gluon_persistent.md).
 """
 
 import math

@@ -505,8 +505,9 @@ def test_persistent_ring_q_buffers_and_turns(hopper, rung, NUM_BUFFERS, pingpong
 
 
 def test_persistent_work_items_cover_every_tile_once_longest_first(hopper):
-    """The work items of a PERSISTENT launch are every (query tile, batch·head) once; under causal every head's
-    last query tile (the longest) comes first, as the one-program-per-tile grid orders them."""
+    """The work items of a PERSISTENT launch are every (query tile, batch·head) once, head by head (the items
+    running at one time share K and V in L2), each head's tiles under causal longest first, as the
+    one-program-per-tile grid orders them."""
     for num_m, B, H, group in ((1, 1, 1, 1), (5, 2, 4, 2), (16, 8, 32, 4)):
         for causal in (False, True):
             seen = [hopper.work_item(w, num_m, B * H, H, group, causal, 128) for w in range(num_m * B * H)]
@@ -514,5 +515,7 @@ def test_persistent_work_items_cover_every_tile_once_longest_first(hopper):
             for off_b, off_h, off_kvh, pid_bh, m_start in seen:
                 assert (off_b, off_h, off_kvh) == (pid_bh // H, pid_bh % H, (pid_bh % H) // group)
                 assert 0 <= m_start < num_m * 128 and m_start % 128 == 0
-            starts = [item[4] for item in seen]
-            assert starts == sorted(starts, reverse=causal)
+            assert [item[3] for item in seen] == sorted(item[3] for item in seen)      # head by head
+            for bh in range(B * H):
+                starts = [item[4] for item in seen if item[3] == bh]
+                assert starts == sorted(starts, reverse=causal)

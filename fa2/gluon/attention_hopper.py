@@ -470,12 +470,13 @@ def _key_range(m_start, N_Q, N_KV, window_left, IS_CAUSAL: gl.constexpr, WINDOW:
 @gluon.jit
 def _work_item(w, num_m, BH, H, GROUP, IS_CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr):
     """(off_b, off_h, off_kvh, pid_bh, m_start) of work item w of a PERSISTENT launch (work_item on the host):
-    every head's last query tile, then every head's one before it, ... -- under causal the longest first, as the
-    one-program-per-tile grid runs them."""
-    pid_m = w // BH
+    head by head, each head's query tiles in turn (under causal its last, longest, first), the order the
+    one-program-per-tile grid launches them in. The items running at one time then share a few heads' K and V in
+    L2; ordered query tile first, they would span as many heads as there are SMs."""
+    pid_m = w % num_m
     if IS_CAUSAL:
         pid_m = num_m - 1 - pid_m
-    pid_bh = w % BH
+    pid_bh = w // num_m
     off_h = pid_bh % H
     return pid_bh // H, off_h, off_h // GROUP, pid_bh, pid_m * BLOCK_M
 
@@ -951,10 +952,10 @@ def _sm_count(device):
 def work_item(w, num_m, BH, H, GROUP, causal, BLOCK_M):
     """(off_b, off_h, off_kvh, pid_bh, m_start) of work item w of a PERSISTENT launch: the kernel's
     ``_work_item`` in plain Python (keep the two in step), for the CPU tests."""
-    pid_m = w // BH
+    pid_m = w % num_m
     if causal:
         pid_m = num_m - 1 - pid_m
-    pid_bh = w % BH
+    pid_bh = w // num_m
     off_h = pid_bh % H
     return pid_bh // H, off_h, off_h // GROUP, pid_bh, pid_m * BLOCK_M
 

@@ -38,8 +38,9 @@ key tiles of a program are split into mask-free tiles then the diagonal (and tai
 Options of every rung: ``WINDOW`` (causal only; flash-attn's window_size=(window_left, 0)): a program's key tiles
 start at the first its first row sees and run in three loops (masked left edge, mask-free, masked diagonal);
 checked on the H200 (gpu/gluon_window.py) and dispatched for windowed calls from the table's window families.
-``PERSISTENT`` (rungs 3-4): at most one program per SM, looping over the query tiles; checked on the H200 (96/96)
-but 0.83-1.02x the same config without it there, so not a candidate (book/results/gluon_persistent.md).
+``PERSISTENT`` (rungs 3-4): at most one program per SM, looping over the query tiles head by head; checked on the
+H200 (96/96), 0.956-1.087x the same config without it there without the causal mask and 0.654-0.994x with it (a
+static schedule over tiles of unequal length), so not a candidate (book/results/gluon_persistent.md).
 """
 
 import math

@@ -427,9 +427,12 @@ def plot(rows, ax=None):
             if row is not None:                       # one legend entry per provider
                 ax.bar(x + (i - (len(names) - 1) / 2) * width, float(row["tflops"]), width, color=f"C{i}",
                        label=row["label"] if row["label"] not in ax.get_legend_handles_labels()[1] else None)
-    ax.set_xticks(range(len(problems)), [p.replace(" H=", "\nH=") for p in problems], fontsize=8)
+    labels = [p.replace(" H=", "\nH=").replace(" window=", "\nwindow=") for p in problems]   # one line each
+    ax.set_xticks(range(len(problems)), labels, fontsize=8)
     ax.set_ylabel("TFLOP/s (visible scores)")
-    ax.set_ylim(top=ax.get_ylim()[1] * 1.35)           # room above the bars for the legend
+    top = ax.get_ylim()[1]
+    ax.set_ylim(top=top * 1.45)                         # room above the bars for the legend,
+    ax.set_yticks([t for t in ax.get_yticks() if 0 <= t <= top])   # and no tick labels behind it
     ax.legend(fontsize=8, loc="upper center", ncols=2, frameon=False)
     return ax
 

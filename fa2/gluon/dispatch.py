@@ -45,28 +45,43 @@ def table_file_name(device_name):
 
 
 @functools.lru_cache(maxsize=None)
+def _shipped_table(device_name):
+    """The shipped table for this GPU, read once; {} when there is none."""
+    path = SHIPPED_DIR / table_file_name(device_name)
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
 def shipped_families(device_name):
     """The families of the shipped table for this GPU, [] when there is none."""
-    path = SHIPPED_DIR / table_file_name(device_name)
-    if not path.exists():
-        return []
-    return json.loads(path.read_text())["families"]
+    return _shipped_table(device_name).get("families", [])
+
+
+def _nearest(families, distances):
+    """The family whose log2 distances (`distances(family)`: a tuple, or None for a family of another kind) sum
+    least, each within MAX_LOG2_DISTANCE, a tie going to a family without a Gluon config; None when none is."""
+    best, best_key = None, None
+    for family in families:
+        d = distances(family)
+        if d is None or max(d) > MAX_LOG2_DISTANCE:
+            continue
+        key = (sum(d), family["rung"] is not None)
+        if best is None or key < best_key:
+            best, best_key = family, key
+    return best
+
+
+def _choice(family):
+    """(rung, config) of a family that runs the Gluon kernel, else None."""
+    if family is None or family["rung"] is None:
+        return None
+    return family["rung"], dict(family["config"])
 
 
 def nearest_family(families, D, dtype, causal, N, BH):
     """The measured shape nearest to (N, B·H) among those of this D, dtype and causal (log distance, a tie going
     to a shape that stays on chapter 6's kernel), or None when none is within MAX_LOG2_DISTANCE in both."""
-    best, best_key = None, None
-    for family in families:
-        if (family["D"], family["dtype"], family["causal"]) != (D, dtype, causal):
-            continue
-        dn, dbh = abs(math.log2(N / family["N"])), abs(math.log2(BH / family["BH"]))
-        if dn > MAX_LOG2_DISTANCE or dbh > MAX_LOG2_DISTANCE:
-            continue
-        key = (dn + dbh, family["rung"] is not None)
-        if best is None or key < best_key:
-            best, best_key = family, key
-    return best
+    return _nearest(families, lambda f: None if (f["D"], f["dtype"], f["causal"]) != (D, dtype, causal) else
+                    (abs(math.log2(N / f["N"])), abs(math.log2(BH / f["BH"]))))
 
 
 def gluon_choice(q, k, v, causal, scale, families):
@@ -76,10 +91,7 @@ def gluon_choice(q, k, v, causal, scale, families):
     if not _measured_kind(q, k, scale):
         return None
     B, H, N_Q, D = q.shape
-    family = nearest_family(families, D, DTYPES[q.dtype], bool(causal), N_Q, B * H)
-    if family is None or family["rung"] is None:
-        return None
-    return family["rung"], dict(family["config"])
+    return _choice(nearest_family(families, D, DTYPES[q.dtype], bool(causal), N_Q, B * H))
 
 
 def _measured_kind(q, k, scale):
@@ -110,29 +122,14 @@ def window_choice(q, k, v, causal, scale, left, right, softcap, windows):
     if left < 0 or softcap > 0 or not (causal or right == 0) or not _measured_kind(q, k, scale):
         return None
     B, H, N_Q, D = q.shape
-    best, best_key = None, None
-    for family in windows:
-        if (family["D"], family["dtype"]) != (D, DTYPES[q.dtype]):
-            continue
-        distances = (abs(math.log2(N_Q / family["N"])), abs(math.log2(B * H / family["BH"])),
-                     abs(math.log2((left + 1) / (family["window_left"] + 1))))
-        if max(distances) > MAX_LOG2_DISTANCE:
-            continue
-        key = (sum(distances), family["rung"] is not None)
-        if best is None or key < best_key:
-            best, best_key = family, key
-    if best is None or best["rung"] is None:
-        return None
-    return best["rung"], dict(best["config"])
+    return _choice(_nearest(windows, lambda f: None if (f["D"], f["dtype"]) != (D, DTYPES[q.dtype]) else (
+        abs(math.log2(N_Q / f["N"])), abs(math.log2(B * H / f["BH"])),
+        abs(math.log2((left + 1) / (f["window_left"] + 1))))))
 
 
-@functools.lru_cache(maxsize=None)
 def shipped_windows(device_name):
     """The window families of the shipped table for this GPU, [] when there are none."""
-    path = SHIPPED_DIR / table_file_name(device_name)
-    if not path.exists():
-        return []
-    return json.loads(path.read_text()).get("windows", [])
+    return _shipped_table(device_name).get("windows", [])
 
 
 def choose_window(q, k, v, causal, scale, left, right, softcap):

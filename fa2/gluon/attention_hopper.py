@@ -610,10 +610,7 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
     k_desc/v_desc: (B, H_kv, N_KV, D) with (1, 1, BLOCK_N, D) boxes; qk_scale = scale·log2 e. WINDOW (causal
     only): query row i sees keys [i + N_KV - N_Q - window_left, i + N_KV - N_Q] (flash-attn's
     window_size=(window_left, 0))."""
-    CONSUMERS: gl.constexpr = _consumers(RUNG)
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
-    BLOCK_M: gl.constexpr = Q_ROWS * CONSUMERS
-    BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
     gl.static_assert(RUNG >= 1 and RUNG <= 4, "RUNG is 1, 2, 3 or 4")
     gl.static_assert(Q_ROWS == 16 * num_warps or Q_ROWS == 32 * num_warps, "wgmma rows: 16 or 32 per warp")
     # rungs 2-4 wait for tile j's K before freeing tile j-1's buffer: one buffer would deadlock
@@ -628,6 +625,43 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
     else:
         _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left,
                   IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG, num_warps)
+
+
+@gluon.jit
+def _ring(k_desc, v_desc, CONSUMERS: gl.constexpr, NUM_BUFFERS: gl.constexpr, PINGPONG: gl.constexpr):
+    """The K/V ring's shared buffers and every barrier of a program, initialised: (k_smem, v_smem, q_bars, k_bars,
+    v_bars, empty_bars, turn_bars). Allocate anything that must come first in shared memory (Q) before."""
+    k_smem = gl.allocate_shared_memory(k_desc.dtype, [NUM_BUFFERS] + k_desc.block_type.shape, k_desc.layout)
+    v_smem = gl.allocate_shared_memory(v_desc.dtype, [NUM_BUFFERS] + v_desc.block_type.shape, v_desc.layout)
+    q_bars = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+    k_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    v_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    empty_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    turn_bars = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+    for c in gl.static_range(CONSUMERS):
+        mbarrier.init(q_bars.index(c), count=1)
+        if PINGPONG:
+            mbarrier.init(turn_bars.index(c), count=1)
+    for i in gl.static_range(NUM_BUFFERS):
+        mbarrier.init(k_bars.index(i), count=1)
+        mbarrier.init(v_bars.index(i), count=1)
+        mbarrier.init(empty_bars.index(i), count=CONSUMERS)     # one arrive per consumer partition (rungs 3-4)
+    fence_async_shared()
+    return k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars, turn_bars
+
+
+@gluon.jit
+def _invalidate(q_bars, k_bars, v_bars, empty_bars, turn_bars, CONSUMERS: gl.constexpr, NUM_BUFFERS: gl.constexpr,
+                PINGPONG: gl.constexpr):
+    """_ring's barriers invalidated, at the end of a program."""
+    for c in gl.static_range(CONSUMERS):
+        mbarrier.invalidate(q_bars.index(c))
+        if PINGPONG:
+            mbarrier.invalidate(turn_bars.index(c))
+    for i in gl.static_range(NUM_BUFFERS):
+        mbarrier.invalidate(k_bars.index(i))
+        mbarrier.invalidate(v_bars.index(i))
+        mbarrier.invalidate(empty_bars.index(i))
 
 
 @gluon.jit
@@ -652,22 +686,8 @@ def _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_s
                                                         BLOCK_N)
 
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [CONSUMERS] + q_desc.block_type.shape, q_desc.layout)
-    k_smem = gl.allocate_shared_memory(k_desc.dtype, [NUM_BUFFERS] + k_desc.block_type.shape, k_desc.layout)
-    v_smem = gl.allocate_shared_memory(v_desc.dtype, [NUM_BUFFERS] + v_desc.block_type.shape, v_desc.layout)
-    q_bars = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
-    k_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
-    v_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
-    empty_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
-    turn_bars = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
-    for c in gl.static_range(CONSUMERS):
-        mbarrier.init(q_bars.index(c), count=1)
-        if PINGPONG:
-            mbarrier.init(turn_bars.index(c), count=1)
-    for i in gl.static_range(NUM_BUFFERS):
-        mbarrier.init(k_bars.index(i), count=1)
-        mbarrier.init(v_bars.index(i), count=1)
-        mbarrier.init(empty_bars.index(i), count=CONSUMERS)     # one arrive per consumer partition (rungs 3-4)
-    fence_async_shared()
+    k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars, turn_bars = _ring(k_desc, v_desc, CONSUMERS, NUM_BUFFERS,
+                                                                          PINGPONG)
 
     for c in gl.static_range(CONSUMERS):
         mbarrier.expect(q_bars.index(c), q_desc.block_type.nbytes)
@@ -699,14 +719,7 @@ def _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_s
                      NUM_BUFFERS)
         _consumer(consumer, IS_CAUSAL, WINDOW, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 0, num_warps)
 
-    for c in gl.static_range(CONSUMERS):
-        mbarrier.invalidate(q_bars.index(c))
-        if PINGPONG:
-            mbarrier.invalidate(turn_bars.index(c))
-    for i in gl.static_range(NUM_BUFFERS):
-        mbarrier.invalidate(k_bars.index(i))
-        mbarrier.invalidate(v_bars.index(i))
-        mbarrier.invalidate(empty_bars.index(i))
+    _invalidate(q_bars, k_bars, v_bars, empty_bars, turn_bars, CONSUMERS, NUM_BUFFERS, PINGPONG)
 
 
 @gluon.jit
@@ -723,23 +736,8 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
     num_m = gl.cdiv(N_Q, BLOCK_M)
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [CONSUMERS] + q_desc.block_type.shape, q_desc.layout)
     o_smem = gl.allocate_shared_memory(o_desc.dtype, [CONSUMERS] + o_desc.block_type.shape, o_desc.layout)
-    k_smem = gl.allocate_shared_memory(k_desc.dtype, [NUM_BUFFERS] + k_desc.block_type.shape, k_desc.layout)
-    v_smem = gl.allocate_shared_memory(v_desc.dtype, [NUM_BUFFERS] + v_desc.block_type.shape, v_desc.layout)
-    q_bars = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
-    k_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
-    v_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
-    empty_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
-    turn_bars = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(CONSUMERS):
-        mbarrier.init(q_bars.index(i), count=1)
-    for c in gl.static_range(CONSUMERS):
-        if PINGPONG:
-            mbarrier.init(turn_bars.index(c), count=1)
-    for i in gl.static_range(NUM_BUFFERS):
-        mbarrier.init(k_bars.index(i), count=1)
-        mbarrier.init(v_bars.index(i), count=1)
-        mbarrier.init(empty_bars.index(i), count=CONSUMERS)
-    fence_async_shared()
+    k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars, turn_bars = _ring(k_desc, v_desc, CONSUMERS, NUM_BUFFERS,
+                                                                          PINGPONG)
 
     consumer = (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars,
                 empty_bars, turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left)
@@ -757,15 +755,7 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
             (_producer_persistent, producer),
         ], [1], [PRODUCER_REGS])
 
-    for i in gl.static_range(CONSUMERS):
-        mbarrier.invalidate(q_bars.index(i))
-    for c in gl.static_range(CONSUMERS):
-        if PINGPONG:
-            mbarrier.invalidate(turn_bars.index(c))
-    for i in gl.static_range(NUM_BUFFERS):
-        mbarrier.invalidate(k_bars.index(i))
-        mbarrier.invalidate(v_bars.index(i))
-        mbarrier.invalidate(empty_bars.index(i))
+    _invalidate(q_bars, k_bars, v_bars, empty_bars, turn_bars, CONSUMERS, NUM_BUFFERS, PINGPONG)
 
 
 # ------------------------------------------------------------------------------------------------ host

@@ -217,6 +217,27 @@ def _consumer_ops(rung, n_tiles, n_free, pingpong, n_lower=0):
     return ops
 
 
+def _barrier_wait(count, kind, t, c, NUM_BUFFERS, ring_slot, turn_phase):
+    """A simulated mbarrier wait: None when it would block, else True after asserting it passes on exactly the
+    phase it means. count: completed phases per barrier key. kind "turn": consumer c's turn t (turn barrier c);
+    "q": consumer c's t-th Q (PERSISTENT's one Q buffer); "k", "v": tile t's buffer loaded; "e": its buffer free."""
+    if kind == "turn":
+        key, phase, want = ("turn", c), turn_phase(t, c), t + c
+    elif kind == "q":
+        key, phase, want = ("q", c), t & 1, t + 1
+    else:
+        buf, phase = ring_slot(t, NUM_BUFFERS)
+        key = (kind, buf)
+        if kind == "e":
+            phase ^= 1
+        want = t // NUM_BUFFERS + (kind != "e")
+    done = count.get(key, 0)
+    if (done & 1) == phase:
+        return None
+    assert done == want, f"{kind} wait of {t} passed with {done} phases completed, meaning {want}"
+    return True
+
+
 def _simulate_ring(rung, n_tiles, n_free, NUM_BUFFERS, ring_slot, rng, pingpong=False, turn_phase=None,
                    n_lower=0):
     """The kernel's order of mbarrier waits, arrives and TMA loads as plain Python (see _consumer_ops; rungs
@@ -249,20 +270,7 @@ def _simulate_ring(rung, n_tiles, n_free, NUM_BUFFERS, ring_slot, rng, pingpong=
         elif t + NUM_BUFFERS < n_tiles:          # the predicated refill
             load(t + NUM_BUFFERS)
 
-    def wait(kind, t, c):                        # None when it would block
-        if kind == "turn":                       # consumer c's turn t: turn barrier c
-            key, phase, want = ("turn", c), turn_phase(t, c), t + c
-        else:
-            buf, phase = ring_slot(t, NUM_BUFFERS)
-            key = (kind, buf)
-            if kind == "e":
-                phase ^= 1
-            want = t // NUM_BUFFERS + (kind != "e")
-        done = count.get(key, 0)
-        if (done & 1) == phase:
-            return None
-        assert done == want, f"{kind} wait of {t} passed with {done} phases completed, meaning {want}"
-        return True
+    wait = lambda kind, t, c: _barrier_wait(count, kind, t, c, NUM_BUFFERS, ring_slot, turn_phase)
 
     agents = [(c, _consumer_ops(rung, n_tiles, n_free, pingpong, n_lower)) for c in range(consumers)]
     if rung >= 3:
@@ -398,22 +406,7 @@ def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=Fals
     pending = {c: [] for c in range(consumers)}          # each consumer's O stores in flight (items)
     total_tiles = sum(n for n, _, _ in items)
 
-    def wait(kind, t, c):
-        if kind == "turn":
-            key, phase, want = ("turn", c), turn_phase(t, c), t + c
-        elif kind == "q":                                # item t's Q: the t-th load of the consumer's buffer
-            key, phase, want = ("q", c), t & 1, t + 1
-        else:
-            buf, phase = ring_slot(t, NUM_BUFFERS)
-            key = (kind, buf)
-            if kind == "e":
-                phase ^= 1
-            want = t // NUM_BUFFERS + (kind != "e")
-        done = count.get(key, 0)
-        if (done & 1) == phase:
-            return None
-        assert done == want, f"{kind} wait of {t} passed with {done} phases completed, meaning {want}"
-        return True
+    wait = lambda kind, t, c: _barrier_wait(count, kind, t, c, NUM_BUFFERS, ring_slot, turn_phase)
 
     ops = {c: [] for c in range(consumers)}
     base = turn_base = 0

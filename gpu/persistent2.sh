@@ -1,6 +1,7 @@
 #!/bin/bash
-# PERSISTENT with work items head by head (~2.5 min on an H200): against fp64 (96 cases), then timed over the
-# headline sweep beside the same config without PERSISTENT, in one run. Results under $OUT: p2.log, gluon.tgz
+# PERSISTENT (~2.5 min on an H200): against fp64 (96 cases), then timed over the headline sweep beside the same
+# config without PERSISTENT, in one run. (Branch persistent-balanced: causal units of two query tiles, the k-th
+# longest and the k-th shortest of a head, round-robin head by head; the producer's constexprs real constexprs.) Results under $OUT: p2.log, gluon.tgz
 source gpu/env.sh || exit 1
 SECONDS=0
 G=$OUT/gluon

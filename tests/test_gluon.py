@@ -488,27 +488,61 @@ def test_persistent_ring_q_buffers_and_turns(hopper, rung, NUM_BUFFERS, pingpong
             num_m = -(-nq // BM)
             for pid in range(programs):
                 items = []
-                for w in range(pid, num_m * H, programs):
-                    m_start = hopper.work_item(w, num_m, H, H, 1, causal, BM)[4]
+                for k in range(hopper.item_count(pid, programs, num_m, H, causal)):
+                    m_start = hopper.work_item(k, pid, programs, num_m, H, H, 1, causal, BM)[4]
                     kv_start, free_start, free_end, kv_end = hopper.kv_range(m_start, nq, nk, BM, BN, causal,
                                                                              window_left)
+                    if m_start >= nq:                        # a phantom tile: _item_range empties it
+                        free_start = free_end = kv_end = kv_start
                     tiles = lambda key: -(-(key - kv_start) // BN)
                     items.append((max(tiles(kv_end), 0), tiles(free_end), tiles(free_start)))
                 _simulate_persistent(rung, items, NUM_BUFFERS, hopper.ring_slot, rng, pingpong, hopper.turn_phase)
 
 
 def test_persistent_work_items_cover_every_tile_once_longest_first(hopper):
-    """The work items of a PERSISTENT launch are every (query tile, batch·head) once, head by head (the items
-    running at one time share K and V in L2), each head's tiles under causal longest first, as the
-    one-program-per-tile grid orders them."""
-    for num_m, B, H, group in ((1, 1, 1, 1), (5, 2, 4, 2), (16, 8, 32, 4)):
+    """Over the programs of a PERSISTENT launch the work items are every (query tile, batch·head) once, plus
+    under causal with an odd number of query tiles one phantom per head (m_start past N_Q), unit by unit head by
+    head; under causal each unit is a head's k-th longest tile, then its k-th shortest."""
+    for num_m, B, H, group, nprog in ((1, 1, 1, 1, 1), (5, 2, 4, 2, 3), (16, 8, 32, 4, 132), (128, 1, 16, 1, 132),
+                                      (3, 1, 5, 1, 132), (7, 3, 7, 7, 132)):
         for causal in (False, True):
-            seen = [hopper.work_item(w, num_m, B * H, H, group, causal, 128) for w in range(num_m * B * H)]
-            assert len({(item[3], item[4]) for item in seen}) == num_m * B * H
+            units = hopper.units(num_m, B * H, causal)
+            programs = min(nprog, units)
+            seen = []
+            for p in range(programs):
+                items = [hopper.work_item(k, p, programs, num_m, B * H, H, group, causal, 128)
+                         for k in range(hopper.item_count(p, programs, num_m, B * H, causal))]
+                if causal:
+                    for first, second in zip(items[::2], items[1::2]):
+                        assert first[3] == second[3]                                    # long, then short
+                        assert first[4] > second[4] or second[4] == num_m * 128        # (or a phantom)
+                seen += items
+            real = [(item[3], item[4]) for item in seen if item[4] < num_m * 128]
+            assert sorted(real) == [(bh, m * 128) for bh in range(B * H) for m in range(num_m)]
+            assert len(seen) - len(real) == (B * H if causal and num_m % 2 else 0)     # phantoms
             for off_b, off_h, off_kvh, pid_bh, m_start in seen:
                 assert (off_b, off_h, off_kvh) == (pid_bh // H, pid_bh % H, (pid_bh % H) // group)
-                assert 0 <= m_start < num_m * 128 and m_start % 128 == 0
-            assert [item[3] for item in seen] == sorted(item[3] for item in seen)      # head by head
-            for bh in range(B * H):
-                starts = [item[4] for item in seen if item[3] == bh]
-                assert starts == sorted(starts, reverse=causal)
+
+
+@pytest.mark.parametrize("B,H,N", [(8, 32, 2048), (1, 32, 8192), (32, 32, 512), (8, 16, 2048), (1, 16, 16384),
+                                   (1, 16, 32768), (2, 4, 1000), (1, 2, 300)])
+def test_persistent_causal_programs_get_even_work(hopper, B, H, N):
+    """Causal query tiles differ in length; pairing a head's k-th longest with its k-th shortest gives every
+    program of a PERSISTENT launch (132 SMs, 128-row tiles, 64-key tiles) nearly the same number of key tiles:
+    the busiest at most one unit more than the mean. (Round-robin over single tiles, every program's tiles a
+    stride of 132 apart, gave the busiest about 3x the least busy at (1, 16, 16384).)"""
+    BM, BN, nprog = 128, 64, 132
+    num_m = -(-N // BM)
+    programs = min(nprog, hopper.units(num_m, B * H, True))
+    work = []
+    for p in range(programs):
+        tiles = 0
+        for k in range(hopper.item_count(p, programs, num_m, B * H, True)):
+            m_start = hopper.work_item(k, p, programs, num_m, B * H, H, 1, True, BM)[4]
+            if m_start < N:
+                kv_start, _, _, kv_end = hopper.kv_range(m_start, N, N, BM, BN, True)
+                tiles += -(-(kv_end - kv_start) // BN)
+        work.append(tiles)
+    unit = 2 * (num_m + 1)                       # key tiles of one unit: (num_m - r) + (r + 1) query tiles' worth
+    assert max(work) <= sum(work) / len(work) + unit, (max(work), sum(work) / len(work), unit)
+    assert max(work) <= 1.12 * sum(work) / len(work) or programs * 4 > hopper.units(num_m, B * H, True)

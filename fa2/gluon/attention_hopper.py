@@ -469,25 +469,63 @@ def _key_range(m_start, N_Q, N_KV, window_left, IS_CAUSAL: gl.constexpr, WINDOW:
 
 
 @gluon.jit
-def _work_item(w, num_m, BH, H, GROUP, IS_CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr):
-    """(off_b, off_h, off_kvh, pid_bh, m_start) of work item w of a PERSISTENT launch (work_item on the host):
-    head by head, each head's query tiles in turn (under causal its last, longest, first), the order the
-    one-program-per-tile grid launches them in. The items running at one time then share a few heads' K and V in
-    L2; ordered query tile first, they would span as many heads as there are SMs."""
-    pid_m = w % num_m
+def _units(num_m, BH, IS_CAUSAL: gl.constexpr):
+    """Units of work of a PERSISTENT launch (units on the host): under causal a unit is two query tiles of one
+    head, its k-th longest and k-th shortest, whose key tiles add up to the same count for every k; otherwise one
+    query tile. Units go to the programs round-robin, head by head."""
     if IS_CAUSAL:
-        pid_m = num_m - 1 - pid_m
-    pid_bh = w // num_m
+        return BH * gl.cdiv(num_m, 2)
+    else:
+        return BH * num_m
+
+
+@gluon.jit
+def _item_count(pid, nprog, num_m, BH, IS_CAUSAL: gl.constexpr):
+    """How many query tiles program pid takes: its units pid, pid + nprog, ... (two tiles each under causal)."""
+    per_unit: gl.constexpr = 2 if IS_CAUSAL else 1
+    return gl.maximum(gl.cdiv(_units(num_m, BH, IS_CAUSAL) - pid, nprog), 0) * per_unit
+
+
+@gluon.jit
+def _work_item(k, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr):
+    """(off_b, off_h, off_kvh, pid_bh, m_start) of program pid's k-th query tile (work_item on the host). Units
+    run head by head, so the units running at one time share a few heads' K and V in L2. Under causal, unit r of
+    a head is its tile num_m - 1 - r (the longest first) then tile r; with an odd num_m the middle unit's second
+    tile is a phantom, m_start = num_m·BLOCK_M >= N_Q, which _item_range gives no key tiles."""
+    if IS_CAUSAL:
+        u = pid + (k // 2) * nprog
+        per_head = gl.cdiv(num_m, 2)
+        r = u % per_head
+        longest = num_m - 1 - r
+        shortest = r + (r == longest).to(gl.int32) * (num_m - r)
+        pid_m = longest + (k % 2) * (shortest - longest)
+    else:
+        u = pid + k * nprog
+        per_head = num_m
+        pid_m = u % per_head
+    pid_bh = u // per_head
     off_h = pid_bh % H
     return pid_bh // H, off_h, off_h // GROUP, pid_bh, pid_m * BLOCK_M
 
 
 @gluon.jit
-def _load_q(q_desc, q_smem, q_bars, w, num_m, BH, H, GROUP, CONSUMER: gl.constexpr, IS_CAUSAL: gl.constexpr,
-            BLOCK_M: gl.constexpr):
-    """TMA load of consumer CONSUMER's Q rows of work item w into its Q buffer (and barrier) CONSUMER."""
+def _item_range(m_start, N_Q, N_KV, window_left, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr,
+                BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
+    """_key_range of a PERSISTENT work item; a phantom tile (m_start >= N_Q) gets an empty range."""
+    kv_start, free_start, free_end, kv_end = _key_range(m_start, N_Q, N_KV, window_left, IS_CAUSAL, WINDOW,
+                                                        BLOCK_M, BLOCK_N)
+    real = (m_start < N_Q).to(gl.int32)
+    return (kv_start, kv_start + (free_start - kv_start) * real, kv_start + (free_end - kv_start) * real,
+            kv_start + (kv_end - kv_start) * real)
+
+
+@gluon.jit
+def _load_q(q_desc, q_smem, q_bars, k, pid, nprog, num_m, BH, H, GROUP, CONSUMER: gl.constexpr,
+            IS_CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr):
+    """TMA load of consumer CONSUMER's Q rows of program pid's k-th work item into its Q buffer (and barrier)
+    CONSUMER (a phantom tile's rows lie past N_Q: TMA fills them with zeros)."""
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
-    off_b, off_h, _, _, m_start = _work_item(w, num_m, BH, H, GROUP, IS_CAUSAL, BLOCK_M)
+    off_b, off_h, _, _, m_start = _work_item(k, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL, BLOCK_M)
     mbarrier.expect(q_bars.index(CONSUMER), q_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(q_desc, [off_b, off_h, m_start + CONSUMER * Q_ROWS, 0], q_bars.index(CONSUMER),
                                     q_smem.index(CONSUMER))
@@ -497,7 +535,7 @@ def _load_q(q_desc, q_smem, q_bars, w, num_m, BH, H, GROUP, CONSUMER: gl.constex
 def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NUM_BUFFERS: gl.constexpr,
                          PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr, CONSUMER: gl.constexpr,
                          num_warps: gl.constexpr):
-    """PERSISTENT (rungs 3-4): consumer CONSUMER over work items pid, pid + nprog, ... Its Q rows have one shared
+    """PERSISTENT (rungs 3-4): consumer CONSUMER over its work items (_work_item). Its Q rows have one shared
     buffer: the next item's Q is loaded (by this consumer) as soon as the last wgmma that reads this item's Q has
     completed, so the load overlaps this item's epilogue. O is staged in a buffer of its own and stored by TMA
     without waiting; the next item waits for that store (store_wait) only before staging its own O. The K/V ring
@@ -515,21 +553,21 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
     o_layout: gl.constexpr = _wgmma_layout(num_warps, HEAD_DIM)
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
     diagonal = N_KV - N_Q
-    total = num_m * BH
     q_buf = q_smem.index(CONSUMER)
     q_tile = q_buf.reshape([Q_ROWS, HEAD_DIM])
     o_buf = o_smem.index(CONSUMER)
     o_tile = o_buf.reshape([Q_ROWS, HEAD_DIM])
 
-    if pid < total:
-        _load_q(q_desc, q_smem, q_bars, pid, num_m, BH, H, GROUP, CONSUMER, IS_CAUSAL, BLOCK_M)
+    n_items = _item_count(pid, nprog, num_m, BH, IS_CAUSAL)
+    if n_items > 0:
+        _load_q(q_desc, q_smem, q_bars, 0, pid, nprog, num_m, BH, H, GROUP, CONSUMER, IS_CAUSAL, BLOCK_M)
     base = 0
     turn_base = 0
-    count = 0
-    for w in range(pid, total, nprog):
-        off_b, off_h, off_kvh, pid_bh, m_prog = _work_item(w, num_m, BH, H, GROUP, IS_CAUSAL, BLOCK_M)
-        kv_start, free_start, free_end, kv_end = _key_range(m_prog, N_Q, N_KV, window_left, IS_CAUSAL, WINDOW,
-                                                            BLOCK_M, BLOCK_N)
+    for count in range(n_items):
+        off_b, off_h, off_kvh, pid_bh, m_prog = _work_item(count, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL,
+                                                           BLOCK_M)
+        kv_start, free_start, free_end, kv_end = _item_range(m_prog, N_Q, N_KV, window_left, IS_CAUSAL, WINDOW,
+                                                             BLOCK_M, BLOCK_N)
         mbarrier.wait(q_bars.index(CONSUMER), count & 1)
         m_start = m_prog + CONSUMER * Q_ROWS
         offs_m = m_start + gl.arange(0, Q_ROWS, layout=row_layout)
@@ -541,9 +579,9 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
                                     kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW, True, True,
                                     CONSUMER, PINGPONG, Q_ROWS, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout,
                                     base, turn_base)
-        if w + nprog < total:                            # every wgmma reading this Q is done: the next item's
+        if count + 1 < n_items:                          # every wgmma reading this Q is done: the next item's
             gl.thread_barrier()
-            _load_q(q_desc, q_smem, q_bars, w + nprog, num_m, BH, H, GROUP, CONSUMER, IS_CAUSAL,
+            _load_q(q_desc, q_smem, q_bars, count + 1, pid, nprog, num_m, BH, H, GROUP, CONSUMER, IS_CAUSAL,
                     BLOCK_M)
         tma.store_wait(0)                                # the previous item's O has left o_buf
         _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q, dtype,
@@ -553,7 +591,6 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
                   + (kv_end > free_end).to(gl.int32))
         base += n_tiles
         turn_base += n_tiles + ranges
-        count += 1
     tma.store_wait(0)
 
 
@@ -561,15 +598,15 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
 def _producer_persistent(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m, BH, H,
                          GROUP, N_Q, N_KV, window_left, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr,
                          BLOCK_M: gl.constexpr, NUM_BUFFERS: gl.constexpr):
-    """PERSISTENT: the producer's loads of every key tile of every work item of the program, in the consumers'
-    order, into one ring whose tile count runs on across items (so it loads the next item's first tiles while
-    the consumers finish the current one)."""
+    """PERSISTENT: the producer's loads of every key tile of every work item of the program (_work_item), in the
+    consumers' order, into one ring whose tile count runs on across items (so it loads the next item's first
+    tiles while the consumers finish the current one)."""
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
     base = 0
-    for w in range(pid, num_m * BH, nprog):
-        off_b, off_h, off_kvh, pid_bh, m_prog = _work_item(w, num_m, BH, H, GROUP, IS_CAUSAL, BLOCK_M)
-        kv_start, free_start, free_end, kv_end = _key_range(m_prog, N_Q, N_KV, window_left, IS_CAUSAL, WINDOW,
-                                                            BLOCK_M, BLOCK_N)
+    for k in range(_item_count(pid, nprog, num_m, BH, IS_CAUSAL)):
+        off_b, off_h, off_kvh, pid_bh, m_prog = _work_item(k, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL, BLOCK_M)
+        kv_start, free_start, free_end, kv_end = _item_range(m_prog, N_Q, N_KV, window_left, IS_CAUSAL, WINDOW,
+                                                             BLOCK_M, BLOCK_N)
         n_tiles = gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N)
         for tile in range(n_tiles):
             buf, phase = _slot(base + tile, NUM_BUFFERS)
@@ -604,8 +641,8 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
                           IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, RUNG: gl.constexpr, NUM_BUFFERS: gl.constexpr,
                           PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, PINGPONG: gl.constexpr,
                           PERSISTENT: gl.constexpr, num_warps: gl.constexpr):
-    """Grid (cdiv(N_Q, BLOCK_M), B·H), or PERSISTENT (rungs 3-4) at most one program per SM, each taking work
-    items pid, pid + programs, ... (_work_item) of the cdiv(N_Q, BLOCK_M)·BH query tiles. q_desc/o_desc: 4-D
+    """Grid (cdiv(N_Q, BLOCK_M), B·H), or PERSISTENT (rungs 3-4) at most one program per SM, each taking its
+    units of the cdiv(N_Q, BLOCK_M)·BH query tiles round-robin (_units, _work_item). q_desc/o_desc: 4-D
     (B, H, N_Q, D) descriptors with (1, 1, BLOCK_M / C, D) boxes, C the rung's consumer partitions (consumers());
     k_desc/v_desc: (B, H_kv, N_KV, D) with (1, 1, BLOCK_N, D) boxes; qk_scale = scale·log2 e. WINDOW (causal
     only): query row i sees keys [i + N_KV - N_Q - window_left, i + N_KV - N_Q] (flash-attn's
@@ -741,18 +778,19 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
 
     consumer = (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars,
                 empty_bars, turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left)
-    producer = (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m, BH, H, GROUP, N_Q,
-                N_KV, window_left, IS_CAUSAL, WINDOW, BLOCK_M, NUM_BUFFERS)
+    # the producer's constexprs are written in its tuple literal (a tuple assigned to a name holds no constexpr)
     if RUNG == 4:
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, num_warps)),
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 1, num_warps)),
-            (_producer_persistent, producer),
+            (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
+                                    BH, H, GROUP, N_Q, N_KV, window_left, IS_CAUSAL, WINDOW, BLOCK_M, NUM_BUFFERS)),
         ], [num_warps, 1], [CONSUMER_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, num_warps)),
-            (_producer_persistent, producer),
+            (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
+                                    BH, H, GROUP, N_Q, N_KV, window_left, IS_CAUSAL, WINDOW, BLOCK_M, NUM_BUFFERS)),
         ], [1], [PRODUCER_REGS])
 
     _invalidate(q_bars, k_bars, v_bars, empty_bars, turn_bars, CONSUMERS, NUM_BUFFERS, PINGPONG)
@@ -929,7 +967,7 @@ def gluon_launch(q, k, v, o, causal, scale, rung, config, window_left=-1):
     layouts = [layout(q, q_rows), layout(k, cfg["BLOCK_N"]), layout(v, cfg["BLOCK_N"]), layout(o, q_rows)]
     grid = (triton.cdiv(N_Q, cfg["BLOCK_M"]), B * H, 1)
     if cfg.get("PERSISTENT"):   # one program per SM at most (rungs 3-4 fill an SM's registers), over the tiles
-        grid = (max(1, min(grid[0] * grid[1], _sm_count(q.device))), 1, 1)
+        grid = (max(1, min(units(grid[0], B * H, causal), _sm_count(q.device))), 1, 1)
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     scalars = (H, H // H_kv, N_Q, N_KV, scale * LOG2E, int(window_left), B * H)
     options = {key: value for key, value in _options(cfg).items() if key != "num_warps"}
@@ -940,13 +978,31 @@ def _sm_count(device):
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def work_item(w, num_m, BH, H, GROUP, causal, BLOCK_M):
-    """(off_b, off_h, off_kvh, pid_bh, m_start) of work item w of a PERSISTENT launch: the kernel's
-    ``_work_item`` in plain Python (keep the two in step), for the CPU tests."""
-    pid_m = w % num_m
+def units(num_m, BH, causal):
+    """The kernel's ``_units`` in plain Python (keep the two in step)."""
+    return BH * (-(-num_m // 2) if causal else num_m)
+
+
+def item_count(pid, nprog, num_m, BH, causal):
+    """The kernel's ``_item_count`` in plain Python (keep the two in step)."""
+    return max(-(-(units(num_m, BH, causal) - pid) // nprog), 0) * (2 if causal else 1)
+
+
+def work_item(k, pid, nprog, num_m, BH, H, GROUP, causal, BLOCK_M):
+    """(off_b, off_h, off_kvh, pid_bh, m_start) of program pid's k-th query tile in a PERSISTENT launch: the
+    kernel's ``_work_item`` in plain Python (keep the two in step), for the CPU tests."""
     if causal:
-        pid_m = num_m - 1 - pid_m
-    pid_bh = w // num_m
+        u = pid + (k // 2) * nprog
+        per_head = -(-num_m // 2)
+        r = u % per_head
+        longest = num_m - 1 - r
+        shortest = r + (r == longest) * (num_m - r)
+        pid_m = longest + (k % 2) * (shortest - longest)
+    else:
+        u = pid + k * nprog
+        per_head = num_m
+        pid_m = u % per_head
+    pid_bh = u // per_head
     off_h = pid_bh % H
     return pid_bh // H, off_h, off_h // GROUP, pid_bh, pid_m * BLOCK_M
 

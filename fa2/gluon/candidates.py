@@ -21,4 +21,8 @@ CONFIGS = {
     "r4_pingpong": (4, dict(PINGPONG=1)),
     "r4_n64b2": (4, dict(BLOCK_N=64)),
     "r4_n64b3_pingpong": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1)),
+    "r4_n128b2_pingpong": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1)),
+    # one program per SM looping over the query tiles (under causal in pairs of equal total length), the producer
+    # at 32 registers so the consumers keep 240 without spills
+    "r4_n64b3_pingpong_persistent": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1, PERSISTENT=1, PRODUCER_REGS=32)),
 }

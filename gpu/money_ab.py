@@ -1,0 +1,59 @@
+"""How much one provider's time moves between measurements: the money shot (8, 32, 2048, 128) bf16 causal and
+(1, 32, 8192, 128) bf16 causal timed in ROUNDS interleaved rounds (every provider once per round, the order
+rotated each round), each time with fa2.testing.time_ms (median of do_bench, 100 ms) on rotating input sets.
+
+    python gpu/money_ab.py OUT [ROUNDS]     # OUT/money_ab.csv: one row per (shape, round, provider)
+
+Providers: chapter 6's kernel (fa2_ch6), fa2.attention (the shipped Gluon table's choice), SDPA cuDNN, and the
+Gluon candidates r4_n64b3_pingpong and r4_n64b3_pingpong_persistent through a GluonPlan (gpu/gluon_check.py).
+"""
+
+import csv
+import sys
+from pathlib import Path
+
+import torch
+
+from fa2 import bench as fb
+from fa2.gluon.candidates import CONFIGS
+from fa2.testing import time_ms
+from gluon_check import gluon_provider
+
+SHAPES = [(8, 32, 2048, 128), (1, 32, 8192, 128)]
+GLUON = ("r4_n64b3_pingpong", "r4_n64b3_pingpong_persistent")
+
+
+def main(out, rounds=5):
+    known = fb.all_providers()
+    providers = [known[n] for n in ("fa2_ch6", "fa2", "sdpa_cudnn")] + [
+        gluon_provider(n, *CONFIGS[n], n) for n in GLUON]
+    path = Path(out) / "money_ab.csv"
+    with open(path, "w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["B", "H", "N", "D", "dtype", "causal", "round", "provider", "ms", "device", "torch",
+                         "command"])
+        for B, H, N, D in SHAPES:
+            shape = fb.Shape(B=B, H=H, Hkv=H, N=N, D=D, dtype="bf16", causal=True)
+            sets = [[torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
+                    for _ in range(4)]
+            fns = []
+            for p in providers:
+                with p.context():
+                    fn = p.build(shape)
+                    fn(*sets[0])
+                fns.append((p, fn))
+            for r in range(rounds):
+                order = fns[r % len(fns):] + fns[:r % len(fns)]
+                for p, fn in order:
+                    with p.context():
+                        ms = time_ms(fn, sets)
+                    writer.writerow([B, H, N, D, "bf16", True, r, p.name, f"{ms:.5f}",
+                                     torch.cuda.get_device_name(), torch.__version__,
+                                     f"python gpu/money_ab.py OUT {rounds}"])
+                    file.flush()
+                    print(f"{(B, H, N, D)} round {r} {p.name:32s} {ms:.4f} ms", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 5))

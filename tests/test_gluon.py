@@ -486,10 +486,11 @@ def test_persistent_ring_q_buffers_and_turns(hopper, rung, NUM_BUFFERS, pingpong
     for nq, nk in _tile_cases(BM, BN)[::2]:
         for causal, window_left in ((False, -1), (True, -1), (True, 100)):
             num_m = -(-nq // BM)
+            paired = causal and window_left < 0                 # a window: units of one tile
             for pid in range(programs):
                 items = []
-                for k in range(hopper.item_count(pid, programs, num_m, H, causal)):
-                    m_start = hopper.work_item(k, pid, programs, num_m, H, H, 1, causal, BM)[4]
+                for k in range(hopper.item_count(pid, programs, num_m, H, paired)):
+                    m_start = hopper.work_item(k, pid, programs, num_m, H, H, 1, causal, BM, paired)[4]
                     kv_start, free_start, free_end, kv_end = hopper.kv_range(m_start, nq, nk, BM, BN, causal,
                                                                              window_left)
                     if m_start >= nq:                        # a phantom tile: _item_range empties it
@@ -501,25 +502,32 @@ def test_persistent_ring_q_buffers_and_turns(hopper, rung, NUM_BUFFERS, pingpong
 
 def test_persistent_work_items_cover_every_tile_once_longest_first(hopper):
     """Over the programs of a PERSISTENT launch the work items are every (query tile, batch·head) once, plus
-    under causal with an odd number of query tiles one phantom per head (m_start past N_Q), unit by unit head by
-    head; under causal each unit is a head's k-th longest tile, then its k-th shortest."""
+    paired (causal, no window) with an odd number of query tiles one phantom per head (m_start past N_Q), unit
+    by unit head by head; paired, each unit is a head's k-th longest tile, then its k-th shortest; causal with a
+    window (unpaired), one tile a unit, a head's tiles longest first."""
     for num_m, B, H, group, nprog in ((1, 1, 1, 1, 1), (5, 2, 4, 2, 3), (16, 8, 32, 4, 132), (128, 1, 16, 1, 132),
                                       (3, 1, 5, 1, 132), (7, 3, 7, 7, 132)):
-        for causal in (False, True):
-            units = hopper.units(num_m, B * H, causal)
+        for causal, paired in ((False, False), (True, True), (True, False)):
+            units = hopper.units(num_m, B * H, paired)
             programs = min(nprog, units)
             seen = []
             for p in range(programs):
-                items = [hopper.work_item(k, p, programs, num_m, B * H, H, group, causal, 128)
-                         for k in range(hopper.item_count(p, programs, num_m, B * H, causal))]
-                if causal:
+                items = [hopper.work_item(k, p, programs, num_m, B * H, H, group, causal, 128, paired)
+                         for k in range(hopper.item_count(p, programs, num_m, B * H, paired))]
+                if paired:
                     for first, second in zip(items[::2], items[1::2]):
                         assert first[3] == second[3]                                    # long, then short
                         assert first[4] > second[4] or second[4] == num_m * 128        # (or a phantom)
                 seen += items
             real = [(item[3], item[4]) for item in seen if item[4] < num_m * 128]
             assert sorted(real) == [(bh, m * 128) for bh in range(B * H) for m in range(num_m)]
-            assert len(seen) - len(real) == (B * H if causal and num_m % 2 else 0)     # phantoms
+            assert len(seen) - len(real) == (B * H if paired and num_m % 2 else 0)     # phantoms
+            if causal and not paired:      # program p's k-th unit u = p + k·programs: head u // num_m, longest first
+                for p in range(programs):
+                    for k in range(hopper.item_count(p, programs, num_m, B * H, False)):
+                        u = p + k * programs
+                        item = hopper.work_item(k, p, programs, num_m, B * H, H, group, True, 128, False)
+                        assert (item[3], item[4]) == (u // num_m, (num_m - 1 - u % num_m) * 128)
             for off_b, off_h, off_kvh, pid_bh, m_start in seen:
                 assert (off_b, off_h, off_kvh) == (pid_bh // H, pid_bh % H, (pid_bh % H) // group)
 

@@ -469,30 +469,33 @@ def _key_range(m_start, N_Q, N_KV, window_left, IS_CAUSAL: gl.constexpr, WINDOW:
 
 
 @gluon.jit
-def _units(num_m, BH, IS_CAUSAL: gl.constexpr):
-    """Units of work of a PERSISTENT launch (units on the host): under causal a unit is two query tiles of one
-    head, its k-th longest and k-th shortest, whose key tiles add up to the same count for every k; otherwise one
-    query tile. Units go to the programs round-robin, head by head."""
-    if IS_CAUSAL:
+def _units(num_m, BH, PAIRED: gl.constexpr):
+    """Units of work of a PERSISTENT launch (units on the host): PAIRED (causal without a window) a unit is two
+    query tiles of one head, its k-th longest and k-th shortest, whose key tiles add up to the same count for
+    every k; otherwise one query tile (with a window the tiles are of nearly equal length). Units go to the
+    programs round-robin, head by head."""
+    if PAIRED:
         return BH * gl.cdiv(num_m, 2)
     else:
         return BH * num_m
 
 
 @gluon.jit
-def _item_count(pid, nprog, num_m, BH, IS_CAUSAL: gl.constexpr):
-    """How many query tiles program pid takes: its units pid, pid + nprog, ... (two tiles each under causal)."""
-    per_unit: gl.constexpr = 2 if IS_CAUSAL else 1
-    return gl.maximum(gl.cdiv(_units(num_m, BH, IS_CAUSAL) - pid, nprog), 0) * per_unit
+def _item_count(pid, nprog, num_m, BH, PAIRED: gl.constexpr):
+    """How many query tiles program pid takes: its units pid, pid + nprog, ... (two tiles each when PAIRED)."""
+    per_unit: gl.constexpr = 2 if PAIRED else 1
+    return gl.maximum(gl.cdiv(_units(num_m, BH, PAIRED) - pid, nprog), 0) * per_unit
 
 
 @gluon.jit
-def _work_item(k, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr):
+def _work_item(k, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL: gl.constexpr, PAIRED: gl.constexpr,
+               BLOCK_M: gl.constexpr):
     """(off_b, off_h, off_kvh, pid_bh, m_start) of program pid's k-th query tile (work_item on the host). Units
-    run head by head, so the units running at one time share a few heads' K and V in L2. Under causal, unit r of
-    a head is its tile num_m - 1 - r (the longest first) then tile r; with an odd num_m the middle unit's second
-    tile is a phantom, m_start = num_m·BLOCK_M >= N_Q, which _item_range gives no key tiles."""
-    if IS_CAUSAL:
+    run head by head, so the units running at one time share a few heads' K and V in L2. PAIRED, unit r of a
+    head is its tile num_m - 1 - r (the longest first) then tile r; with an odd num_m the middle unit's second
+    tile is a phantom, m_start = num_m·BLOCK_M >= N_Q, which _item_range gives no key tiles. Unpaired under
+    causal (a window), a head's tiles run longest first."""
+    if PAIRED:
         u = pid + (k // 2) * nprog
         per_head = gl.cdiv(num_m, 2)
         r = u % per_head
@@ -503,6 +506,8 @@ def _work_item(k, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL: gl.constexpr, BLOC
         u = pid + k * nprog
         per_head = num_m
         pid_m = u % per_head
+        if IS_CAUSAL:
+            pid_m = num_m - 1 - pid_m
     pid_bh = u // per_head
     off_h = pid_bh % H
     return pid_bh // H, off_h, off_h // GROUP, pid_bh, pid_m * BLOCK_M
@@ -521,11 +526,11 @@ def _item_range(m_start, N_Q, N_KV, window_left, IS_CAUSAL: gl.constexpr, WINDOW
 
 @gluon.jit
 def _load_q(q_desc, q_smem, q_bars, k, pid, nprog, num_m, BH, H, GROUP, CONSUMER: gl.constexpr,
-            IS_CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr):
+            IS_CAUSAL: gl.constexpr, PAIRED: gl.constexpr, BLOCK_M: gl.constexpr):
     """TMA load of consumer CONSUMER's Q rows of program pid's k-th work item into its Q buffer (and barrier)
     CONSUMER (a phantom tile's rows lie past N_Q: TMA fills them with zeros)."""
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
-    off_b, off_h, _, _, m_start = _work_item(k, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL, BLOCK_M)
+    off_b, off_h, _, _, m_start = _work_item(k, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL, PAIRED, BLOCK_M)
     mbarrier.expect(q_bars.index(CONSUMER), q_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(q_desc, [off_b, off_h, m_start + CONSUMER * Q_ROWS, 0], q_bars.index(CONSUMER),
                                     q_smem.index(CONSUMER))
@@ -558,14 +563,15 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
     o_buf = o_smem.index(CONSUMER)
     o_tile = o_buf.reshape([Q_ROWS, HEAD_DIM])
 
-    n_items = _item_count(pid, nprog, num_m, BH, IS_CAUSAL)
+    PAIRED: gl.constexpr = IS_CAUSAL and not WINDOW      # _units
+    n_items = _item_count(pid, nprog, num_m, BH, PAIRED)
     if n_items > 0:
-        _load_q(q_desc, q_smem, q_bars, 0, pid, nprog, num_m, BH, H, GROUP, CONSUMER, IS_CAUSAL, BLOCK_M)
+        _load_q(q_desc, q_smem, q_bars, 0, pid, nprog, num_m, BH, H, GROUP, CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M)
     base = 0
     turn_base = 0
     for count in range(n_items):
         off_b, off_h, off_kvh, pid_bh, m_prog = _work_item(count, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL,
-                                                           BLOCK_M)
+                                                           PAIRED, BLOCK_M)
         kv_start, free_start, free_end, kv_end = _item_range(m_prog, N_Q, N_KV, window_left, IS_CAUSAL, WINDOW,
                                                              BLOCK_M, BLOCK_N)
         mbarrier.wait(q_bars.index(CONSUMER), count & 1)
@@ -582,7 +588,7 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
         if count + 1 < n_items:                          # every wgmma reading this Q is done: the next item's
             gl.thread_barrier()
             _load_q(q_desc, q_smem, q_bars, count + 1, pid, nprog, num_m, BH, H, GROUP, CONSUMER, IS_CAUSAL,
-                    BLOCK_M)
+                    PAIRED, BLOCK_M)
         tma.store_wait(0)                                # the previous item's O has left o_buf
         _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q, dtype,
                    o_layout)
@@ -602,9 +608,11 @@ def _producer_persistent(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_b
     consumers' order, into one ring whose tile count runs on across items (so it loads the next item's first
     tiles while the consumers finish the current one)."""
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
+    PAIRED: gl.constexpr = IS_CAUSAL and not WINDOW      # _units
     base = 0
-    for k in range(_item_count(pid, nprog, num_m, BH, IS_CAUSAL)):
-        off_b, off_h, off_kvh, pid_bh, m_prog = _work_item(k, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL, BLOCK_M)
+    for k in range(_item_count(pid, nprog, num_m, BH, PAIRED)):
+        off_b, off_h, off_kvh, pid_bh, m_prog = _work_item(k, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL, PAIRED,
+                                                           BLOCK_M)
         kv_start, free_start, free_end, kv_end = _item_range(m_prog, N_Q, N_KV, window_left, IS_CAUSAL, WINDOW,
                                                              BLOCK_M, BLOCK_N)
         n_tiles = gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N)
@@ -967,7 +975,7 @@ def gluon_launch(q, k, v, o, causal, scale, rung, config, window_left=-1):
     layouts = [layout(q, q_rows), layout(k, cfg["BLOCK_N"]), layout(v, cfg["BLOCK_N"]), layout(o, q_rows)]
     grid = (triton.cdiv(N_Q, cfg["BLOCK_M"]), B * H, 1)
     if cfg.get("PERSISTENT"):   # one program per SM at most (rungs 3-4 fill an SM's registers), over the tiles
-        grid = (max(1, min(units(grid[0], B * H, causal), _sm_count(q.device))), 1, 1)
+        grid = (max(1, min(units(grid[0], B * H, causal and window_left < 0), _sm_count(q.device))), 1, 1)
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     scalars = (H, H // H_kv, N_Q, N_KV, scale * LOG2E, int(window_left), B * H)
     options = {key: value for key, value in _options(cfg).items() if key != "num_warps"}
@@ -978,20 +986,21 @@ def _sm_count(device):
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def units(num_m, BH, causal):
-    """The kernel's ``_units`` in plain Python (keep the two in step)."""
-    return BH * (-(-num_m // 2) if causal else num_m)
+def units(num_m, BH, paired):
+    """The kernel's ``_units`` in plain Python (keep the two in step); paired: causal without a window."""
+    return BH * (-(-num_m // 2) if paired else num_m)
 
 
-def item_count(pid, nprog, num_m, BH, causal):
+def item_count(pid, nprog, num_m, BH, paired):
     """The kernel's ``_item_count`` in plain Python (keep the two in step)."""
-    return max(-(-(units(num_m, BH, causal) - pid) // nprog), 0) * (2 if causal else 1)
+    return max(-(-(units(num_m, BH, paired) - pid) // nprog), 0) * (2 if paired else 1)
 
 
-def work_item(k, pid, nprog, num_m, BH, H, GROUP, causal, BLOCK_M):
+def work_item(k, pid, nprog, num_m, BH, H, GROUP, causal, BLOCK_M, paired=None):
     """(off_b, off_h, off_kvh, pid_bh, m_start) of program pid's k-th query tile in a PERSISTENT launch: the
-    kernel's ``_work_item`` in plain Python (keep the two in step), for the CPU tests."""
-    if causal:
+    kernel's ``_work_item`` in plain Python (keep the two in step), for the CPU tests. paired defaults to
+    causal (no window)."""
+    if causal if paired is None else paired:
         u = pid + (k // 2) * nprog
         per_head = -(-num_m // 2)
         r = u % per_head
@@ -1002,6 +1011,8 @@ def work_item(k, pid, nprog, num_m, BH, H, GROUP, causal, BLOCK_M):
         u = pid + k * nprog
         per_head = num_m
         pid_m = u % per_head
+        if causal:
+            pid_m = num_m - 1 - pid_m
     pid_bh = u // per_head
     off_h = pid_bh % H
     return pid_bh // H, off_h, off_h // GROUP, pid_bh, pid_m * BLOCK_M

@@ -38,9 +38,11 @@ key tiles of a program are split into mask-free tiles then the diagonal (and tai
 Options of every rung: ``WINDOW`` (causal only; flash-attn's window_size=(window_left, 0)): a program's key tiles
 start at the first its first row sees and run in three loops (masked left edge, mask-free, masked diagonal);
 checked on the H200 (gpu/gluon_window.py) and dispatched for windowed calls from the table's window families.
-``PERSISTENT`` (rungs 3-4): at most one program per SM, looping over the query tiles head by head; checked on the
-H200 (96/96), 0.956-1.087x the same config without it there without the causal mask and 0.654-0.994x with it (a
-static schedule over tiles of unequal length), so not a candidate (book/results/gluon_persistent.md).
+``PERSISTENT`` (rungs 3-4): at most one program per SM, looping over the query tiles head by head, under causal
+(no window) in units of a head's k-th longest and k-th shortest tile (equal key-tile counts); checked on the H200
+(96/96 and the 12 window cases), faster than the one-tile grid at 6 of the 10 headline shapes and within 1 % at
+the rest, a candidate of the table (r4_n64b3_pingpong_persistent); under a window 1.2 % slower
+(book/results/gluon_persistent.md).
 """
 
 import math

@@ -65,9 +65,11 @@ STUDY_CONFIGS = [  # chapter 6's kept and pruned configs (prune("fast", ..., 128
     dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=4),   # pruned: over the shared-memory limit
 ]
 DECODE_SHAPE = dict(B=1, H=32, Hkv=8, N_Q=1, N_KV=32768, D=128)
-# the gluon study (chapter 12): the Gluon kernel's config that was fastest at the money shot in gpu/gluon_sweep.py,
-# beside chapter 6's kernel (not "fa2": fa2.attention may itself run the Gluon kernel there) and cuDNN
+# the gluon study (chapter 12): the Gluon kernel's config that was fastest at the money shot in gpu/gluon_sweep.py
+# and the same config with PERSISTENT (the fastest in the table's reference run there), beside chapter 6's kernel
+# (not "fa2": fa2.attention may itself run the Gluon kernel there) and cuDNN
 GLUON_CONFIG = dict(rung=4, BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1)
+GLUON_CONFIGS = [GLUON_CONFIG, dict(GLUON_CONFIG, PERSISTENT=1, PRODUCER_REGS=32)]
 GLUON_PROVIDERS = ["gluon", "chapter6", "sdpa_cudnn"]   # chapter6: fa2.attention's plan with the Gluon dispatch off
 STUDIES = ("kernels", "configs", "decode", "gluon")   # one query token, GQA 32 -> 8, 32k cache
 SECTIONS = ["SpeedOfLight", "LaunchStats", "Occupancy", "WarpStateStats"]
@@ -135,8 +137,8 @@ def all_cases(studies):
         cases.append(Case("decode", "decode", causal=False, **DECODE_SHAPE))
     if "gluon" in studies:
         B, H, N, D = CONFIG_SHAPE
-        cases += [Case("gluon", p, B, H, H, N, N, D, True, config=config_text(GLUON_CONFIG) if p == "gluon" else "")
-                  for p in GLUON_PROVIDERS]
+        cases += [Case("gluon", "gluon", B, H, H, N, N, D, True, config=config_text(c)) for c in GLUON_CONFIGS]
+        cases += [Case("gluon", p, B, H, H, N, N, D, True) for p in GLUON_PROVIDERS if p != "gluon"]
     return cases
 
 

@@ -146,17 +146,18 @@ def test_gluon_study_profiles_the_gluon_config_beside_chapter6_and_cudnn(monkeyp
     first run profiled it twice that way)."""
     cases = profile.all_cases(["gluon"])
     assert [(c.provider, c.B, c.H, c.N_Q, c.D, c.causal) for c in cases] == [
-        (p, 8, 32, 2048, 128, True) for p in ("gluon", "chapter6", "sdpa_cudnn")]
+        (p, 8, 32, 2048, 128, True) for p in ("gluon", "gluon", "chapter6", "sdpa_cudnn")]
     from fa2 import plan as fa2_plan
     from fa2.gluon import dispatch
     asked = []
     monkeypatch.setattr(fa2_plan, "make_plan", lambda q, k, v, causal, scale: asked.append(dispatch.ENABLED)
                         or (lambda q, k, v: ("o", "lse")))
-    run = profile.build(cases[1])
+    run = profile.build(cases[2])
     q = torch.randn(1, 2, 8, 16, dtype=torch.float16)
     assert run(q, q, q) == "o" and run(q, q, q) == "o" and asked == [False] and dispatch.ENABLED
-    gluon = profile.parse_config(cases[0].config)
+    gluon, persistent = (profile.parse_config(case.config) for case in cases[:2])
     assert gluon == profile.GLUON_CONFIG and gluon["rung"] == 4
+    assert persistent == dict(gluon, PERSISTENT=1, PRODUCER_REGS=32)
     with pytest.raises(SystemExit):
         profile.parse_args(["--out", "x", "--studies", "gluon,nonesuch"])
     assert profile.parse_args(["--out", "x", "--studies", "gluon"]).studies == ["gluon"]

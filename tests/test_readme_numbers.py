@@ -139,3 +139,10 @@ def test_the_gluon_dispatch_line_is_reference_csv():
     assert (f"in the reference run `fa2.attention` ran {truncated(min(ratios))}–{truncated(max(ratios))}× chapter "
             f"6's kernel timed beside it at those {len(ratios)}") in README.replace("\n", " ")
     assert f"shapes (geometric mean {truncated(geomean)};" in README
+
+
+def test_the_count_of_shapes_where_cudnn_is_faster_is_reference_csv():
+    shapes = by_shape(read_rows(RESULTS / "reference.csv"))
+    slower = sum(float(p["fa2"]["ms"]) > float(p["sdpa_cudnn"]["ms"]) for p in shapes.values())
+    assert f"Hopper kernel is faster than fa2 at most prefill shapes: at {slower} of the reference sweep's " \
+           f"{len(shapes)}." in README.replace("\n", " ")

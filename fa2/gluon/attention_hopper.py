@@ -129,15 +129,12 @@ def _slot(tile, NUM_BUFFERS: gl.constexpr):
 
 @gluon.jit
 def _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, tile, kv_start, kv_end,
-             BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, ring=None):
+             BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, base=0):
     """TMA loads of key tile `tile` of the program's key range (rows kv_start + tile·BLOCK_N ...; tiles are
-    counted from the range's start, 0 without a window) into buffer ring % NUM_BUFFERS (ring: the tile's number
-    in the program's whole stream of tiles, `tile` itself unless PERSISTENT), one barrier for K and one for V;
-    nothing is issued when the tile starts at or past kv_end."""
-    if ring is None:
-        buf = tile % NUM_BUFFERS
-    else:
-        buf = ring % NUM_BUFFERS
+    counted from the range's start, 0 without a window) into buffer (base + tile) % NUM_BUFFERS (base: the tiles
+    of the program's earlier work items, PERSISTENT), one barrier for K and one for V; nothing is issued when
+    the tile starts at or past kv_end."""
+    buf = (base + tile) % NUM_BUFFERS
     row = kv_start + tile * BLOCK_N
     pred = row < kv_end
     mbarrier.expect(k_bars.index(buf), k_desc.block_type.nbytes, pred=pred)
@@ -622,7 +619,7 @@ def _producer_persistent(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_b
             buf, phase = _slot(base + tile, NUM_BUFFERS)
             mbarrier.wait(empty_bars.index(buf), phase ^ 1)
             _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, tile, kv_start, kv_end,
-                     BLOCK_N, NUM_BUFFERS, base + tile)
+                     BLOCK_N, NUM_BUFFERS, base)
         base += n_tiles
 
 

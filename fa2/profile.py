@@ -47,6 +47,7 @@ from pathlib import Path
 from fa2 import runtime
 from fa2.chapters.checklist import LOCAL_MEMORY, METRICS, checklist, summarize
 from fa2.chapters.roofline import attention_flops
+from fa2.gluon.candidates import CONFIGS as CANDIDATES   # plain data: importing it needs no Gluon
 
 import torch  # noqa: E402  (after fa2.runtime, which picks GPU or interpreter before triton loads)
 import triton  # noqa: E402
@@ -68,9 +69,10 @@ DECODE_SHAPE = dict(B=1, H=32, Hkv=8, N_Q=1, N_KV=32768, D=128)
 # the gluon study (chapter 12): the Gluon kernel's config that was fastest at the money shot in gpu/gluon_sweep.py
 # and the same config with PERSISTENT (the fastest in the table's reference run there), beside chapter 6's kernel
 # (not "fa2": fa2.attention may itself run the Gluon kernel there) and cuDNN
-GLUON_CONFIG = dict(rung=4, BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1)
-GLUON_CONFIGS = [GLUON_CONFIG, dict(GLUON_CONFIG, PERSISTENT=1, PRODUCER_REGS=32)]
-GLUON_PROVIDERS = ["gluon", "chapter6", "sdpa_cudnn"]   # chapter6: fa2.attention's plan with the Gluon dispatch off
+GLUON_CONFIGS = [dict(rung=rung, **config) for rung, config in
+                 (CANDIDATES["r4_n64b3_pingpong"], CANDIDATES["r4_n64b3_pingpong_persistent"])]
+GLUON_CONFIG = GLUON_CONFIGS[0]
+GLUON_PEERS = ["chapter6", "sdpa_cudnn"]   # chapter6: fa2.attention's plan with the Gluon dispatch off
 STUDIES = ("kernels", "configs", "decode", "gluon")   # one query token, GQA 32 -> 8, 32k cache
 SECTIONS = ["SpeedOfLight", "LaunchStats", "Occupancy", "WarpStateStats"]
 MATMUL_N = 8192                      # the matmul ceiling: (N, N) @ (N, N) bf16
@@ -138,7 +140,7 @@ def all_cases(studies):
     if "gluon" in studies:
         B, H, N, D = CONFIG_SHAPE
         cases += [Case("gluon", "gluon", B, H, H, N, N, D, True, config=config_text(c)) for c in GLUON_CONFIGS]
-        cases += [Case("gluon", p, B, H, H, N, N, D, True) for p in GLUON_PROVIDERS if p != "gluon"]
+        cases += [Case("gluon", p, B, H, H, N, N, D, True) for p in GLUON_PEERS]
     return cases
 
 

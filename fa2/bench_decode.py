@@ -29,8 +29,7 @@ on the H200 it was 2.0-2.4 us slower at B=1, book/results/decode_fused.csv), tim
 the same run; it gets the ragged check too and stays out of the plot. ``fa2_pdl`` and ``fa2_nopdl`` likewise:
 fa2.decode's launch with Programmatic Dependent Launch always on and always off (config "pdl" True / False; the
 default, "auto", launches with PDL only when the plan has at least 8 splits; sm_90+ only, elsewhere the same launch as
-``fa2``). ``fa2_prefetch`` and ``fa2_noprefetch`` likewise: the L2 prefetch of each program's first tile (config
-"prefetch", chapter 9, section 9.13) on and off (compiled kernels on NVIDIA GPUs only; elsewhere the same launch).
+``fa2``).
 ``fa2_tune`` rows time fa2.decode's
 launch with other split counts and tile configs (contiguous caches) and other configs (paged caches): the
 split heuristic, ``fa2.decode.GPU_CONFIG`` and ``PAGED_EXTRA_STAGES`` are chosen from them.
@@ -235,10 +234,7 @@ def providers():
     found = [Provider("copy", "copy K+V (ceiling)", build_copy), Provider("fa2", "fa2.decode", build_fa2),
              Provider("fa2_fused", "fa2.decode, fused combine", build_plan(FUSED, None), config=FUSED),
              Provider("fa2_pdl", "fa2.decode, PDL launches", build_plan(PDL, None), config=PDL),
-             Provider("fa2_nopdl", "fa2.decode, no PDL", build_plan(NO_PDL, None), config=NO_PDL),
-             Provider("fa2_prefetch", "fa2.decode, L2 prefetch", build_plan(PREFETCH, None), config=PREFETCH),
-             Provider("fa2_noprefetch", "fa2.decode, no prefetch", build_plan(NO_PREFETCH, None),
-                      config=NO_PREFETCH)]
+             Provider("fa2_nopdl", "fa2.decode, no PDL", build_plan(NO_PDL, None), config=NO_PDL)]
     if runtime.DEVICE == "cuda":
         from torch.nn.attention import SDPBackend
         found += [Provider("sdpa_flash", "SDPA FLASH (FA2, PyTorch-vendored)",
@@ -254,10 +250,7 @@ CTAS_PER_SM_CANDIDATES = (1, 2, 3, 4)
 FUSED = dict(fused_combine=True)          # the fa2_fused provider's plan config
 PDL = dict(pdl=True)                      # the fa2_pdl provider's plan config
 NO_PDL = dict(pdl=False)                  # the fa2_nopdl provider's
-PREFETCH = dict(prefetch=True)            # the fa2_prefetch provider's
-NO_PREFETCH = dict(prefetch=False)        # the fa2_noprefetch provider's
-VARIANTS = ("fa2_fused", "fa2_pdl", "fa2_nopdl", "fa2_prefetch", "fa2_noprefetch")   # fa2.decode's launch,
-# variants: checked like fa2, not plotted
+VARIANTS = ("fa2_fused", "fa2_pdl", "fa2_nopdl")   # fa2.decode's launch, variants: checked like fa2, not plotted
 
 
 def heuristic_picks(x):
@@ -460,8 +453,7 @@ def _us(row):
 
 NOTE_WIDTH = 100             # the summary's lines fit the book's code cells (chapter 9 prints it)
 VARIANT_COLUMNS = [("fa2_fused", "fused us", "the fused combine"), ("fa2_pdl", "pdl us", "PDL always"),
-                   ("fa2_nopdl", "no-pdl us", "PDL never"), ("fa2_prefetch", "pf us", "L2 prefetch"),
-                   ("fa2_noprefetch", "no-pf us", "no prefetch")]
+                   ("fa2_nopdl", "no-pdl us", "PDL never")]
 PEER_COLUMNS = {"sdpa_flash": "FLASH us", "sdpa_cudnn": "cuDNN us", "flash_attn": "flash_attn us"}
 
 

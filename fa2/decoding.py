@@ -60,13 +60,6 @@ FUSED_COMBINE = False
 PDL = "auto"
 PDL_MIN_SPLITS = 8
 PDL_CHOICES = (True, False, "auto")
-# L2 prefetch of each program's first K and V tile (chapter 9, section 9.13): before its loop, the split-KV kernel
-# asks L2 (PTX prefetch.global.L2) for the lines of its first tile, which a contiguous cache locates without the
-# row's length and a paged one from a block-table read issued beside the length's; the loop's first loads then
-# meet the lines in L2 (or already on their way) instead of waiting for the length, then the table, then HBM.
-# The config key "prefetch" (True or False; default PREFETCH) applies where `prefetch_supported` (a compiled
-# kernel on a CUDA GPU) and is ignored elsewhere.
-PREFETCH = False
 # The interpreter: small tiles, and a pretend GPU of 4 SMs so that small CPU shapes split too.
 CPU_CONFIG = dict(block_n=16, num_warps=4, num_stages=1)
 CPU_SM_COUNT = 4
@@ -185,11 +178,6 @@ def pdl_supported(device):
     return device.type == "cuda" and not runtime.INTERPRET and validate.capability(device.index)[0] >= 9
 
 
-def prefetch_supported(device):
-    """Can the split-KV kernel prefetch into L2 on `device`? A compiled kernel (inline PTX) on an NVIDIA GPU."""
-    return device.type == "cuda" and torch.version.hip is None and not runtime.INTERPRET
-
-
 def _window_left(window):
     return -1 if window is None else int(window[0])
 
@@ -201,8 +189,7 @@ class DecodePlan:
     config: launch options over `_config`'s (block_n, num_warps, num_stages), "fused_combine" (default
     FUSED_COMBINE): with splits, the split-KV kernel combines too (one launch), and "pdl" (default PDL; True,
     False or "auto": with at least PDL_MIN_SPLITS splits): launch with Programmatic Dependent Launch where
-    `pdl_supported` (ignored elsewhere; `self.pdl` says which), and "prefetch" (default PREFETCH): the first tile
-    into L2 before the loop where `prefetch_supported` (`self.prefetch` says which). The fused combine's arrival
+    `pdl_supported` (ignored elsewhere; `self.pdl` says which). The fused combine's arrival
     counters belong to the plan (allocated and zeroed once here; each call leaves them at zero), so one plan
     must not run on two streams at once: two calls in flight would count into the same counters."""
 
@@ -213,10 +200,6 @@ class DecodePlan:
         pdl = cfg.pop("pdl", PDL)
         if pdl not in PDL_CHOICES:
             raise ValueError(f"fa2.decode: config pdl must be True, False or 'auto'; got {pdl!r}")
-        prefetch = cfg.pop("prefetch", PREFETCH)
-        if prefetch not in (True, False):
-            raise ValueError(f"fa2.decode: config prefetch must be True or False; got {prefetch!r}")
-        self.prefetch = prefetch and prefetch_supported(q.device)
         B, H_Q, N_Q, D = q.shape
         self.num_splits = num_splits or choose_num_splits(q, k_cache, block_table, cfg["block_n"])
         if pdl == "auto":
@@ -230,7 +213,7 @@ class DecodePlan:
         o, lse, o_part, lse_part = self._outputs(q)
         launches = decode_launch(q, k_cache, v_cache, cache_seqlens, block_table, o, lse, o_part, lse_part, scale,
                                  self.num_splits, window_left, softcap, counters=self.counters, pdl=self.pdl,
-                                 prefetch=self.prefetch, **cfg)
+                                 **cfg)
         (kernel, grid, args, options), *combine = launches
         self.split_kv = DirectLaunch(kernel, grid, options, q.device.index)
         self.split_kv_scalars = args[10:]             # everything after the ten tensors

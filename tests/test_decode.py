@@ -280,36 +280,6 @@ def test_pdl_is_ignored_where_it_cannot_run():
             assert torch.equal(o, o_d) and torch.equal(lse, lse_d)
 
 
-def test_prefetch_is_ignored_where_it_cannot_run():
-    """config prefetch=True is a performance option: where it cannot run (the interpreter: no PTX) the plan
-    launches exactly as without it (PREFETCH_LINES 0), and its results are the default plan's, bit for bit."""
-    lengths = seqlens(37, 0, 80)
-    q, k, v, table = inputs(3, 8, 2, 2, 32, 80, lengths, torch.bfloat16, page_size=16, seed=5)
-    for page_table in (table, None):
-        kv = (k, v) if page_table is not None else inputs(3, 8, 2, 2, 32, 80, lengths, torch.bfloat16, seed=5)[1:3]
-        make = lambda prefetch: DecodePlan(q, *kv, lengths, page_table, 32 ** -0.5, 3, -1, 0.0,
-                                           config=dict(prefetch=prefetch))
-        plan, default = make(True), make(False)
-        assert plan.prefetch == decoding.prefetch_supported(q.device) and not default.prefetch
-        assert default.split_kv_scalars[-2] == 0 and plan.split_kv_scalars[-2] == (2 if plan.prefetch else 0)
-        o, lse = plan(q, *kv, lengths, page_table)
-        assert_matches_reference(o, lse, q, *kv, lengths, page_table)
-        o_d, lse_d = default(q, *kv, lengths, page_table)
-        assert torch.equal(o, o_d) and torch.equal(lse, lse_d)     # a hint: never a different answer
-    with pytest.raises(ValueError, match="prefetch"):
-        DecodePlan(q, k, v, lengths, table, 32 ** -0.5, 3, -1, 0.0, config=dict(prefetch="yes"))
-
-
-@pytest.mark.parametrize("interpret, device, hip, supported", [
-    (False, "cuda", None, True), (True, "cuda", None, False), (False, "cuda", "6.2", False),
-    (False, "cpu", None, False)])
-def test_prefetch_supported_needs_compiled_kernels_on_nvidia(monkeypatch, interpret, device, hip, supported):
-    monkeypatch.setattr(decoding.runtime, "INTERPRET", interpret)
-    monkeypatch.setattr(torch.version, "hip", hip)
-    dev = torch.device(device, 0) if device == "cuda" else torch.device(device)
-    assert decoding.prefetch_supported(dev) is supported
-
-
 @pytest.mark.parametrize("interpret, device, cc, supported", [
     (False, "cuda", (9, 0), True), (False, "cuda", (10, 0), True), (False, "cuda", (12, 0), True),
     (False, "cuda", (8, 9), False), (False, "cuda", (8, 0), False), (False, "cuda", (7, 5), False),
@@ -381,16 +351,10 @@ if not hasattr(triton.language.extra.cuda, "gdc_wait"):
     sys.exit(print("AOT-SKIP this Triton has no tl.extra.cuda.gdc_wait"))
 
 def compile_ptx(fn, constexprs, pointers, options):
-    # as a launch specialises them: unit strides (the head dim's) become constants, pointers and the other
-    # strides are known multiples of 16 (so the loads are vectorised and pipelined as on the GPU)
-    constexprs = dict(constexprs, **{n: 1 for n in fn.arg_names if n.startswith("stride") and n.endswith("d")})
     scalar = lambda name: "fp32" if name in ("qk_scale", "softcap_log2e") else "i32"
     signature = {name: "constexpr" if name in constexprs else pointers.get(name, scalar(name))
                  for name in fn.arg_names}
-    aligned = [i for i, n in enumerate(fn.arg_names)
-               if n not in constexprs and (n in pointers or n.startswith("stride"))]
-    attrs = {(i,): [["tt.divisibility", 16]] for i in aligned}
-    kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
+    kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs),
                             target=GPUTarget("cuda", 90, 32), options=options)
     return kernel.asm["ptx"], kernel.metadata.launch_pdl
 
@@ -401,11 +365,9 @@ def first(ptx, pattern):
 split_pointers = dict(Q="*bf16", K="*bf16", V="*bf16", SEQLENS="*i32", BLOCK_TABLE="*i32", O="*fp32",
                       LSE="*fp32", O_FINAL="*bf16", LSE_FINAL="*fp32", COUNTERS="*i32")
 split = dict(PAGE_SIZE=0, HAS_SEQLENS=True, HAS_WINDOW=False, HAS_SOFTCAP=False, SPLIT=True,
-             FUSED_COMBINE=False, BLOCK_M=16, BLOCK_N=64, D=128, HEAD_DIM=128, SPLITS=1, PREFETCH_LINES=0)
+             FUSED_COMBINE=False, BLOCK_M=16, BLOCK_N=64, D=128, HEAD_DIM=128, SPLITS=1)
 cases = {"split": (_split_kv_kernel, split, split_pointers, 3),
          "split_paged": (_split_kv_kernel, dict(split, PAGE_SIZE=16), split_pointers, 5),
-         "split_prefetch": (_split_kv_kernel, dict(split, PREFETCH_LINES=2), split_pointers, 3),
-         "split_paged_prefetch": (_split_kv_kernel, dict(split, PAGE_SIZE=16, PREFETCH_LINES=2), split_pointers, 5),
          "split_fused": (_split_kv_kernel, dict(split, FUSED_COMBINE=True, SPLITS=8), split_pointers, 3),
          "combine": (_combine_kernel, dict(SPLITS=16, D=128, HEAD_DIM=128),
                      dict(O_PART="*fp32", LSE_PART="*fp32", O="*bf16", LSE="*fp32"), 1)}
@@ -417,16 +379,14 @@ for name, (fn, constexprs, pointers, stages) in cases.items():
         report[f"{name}-{pdl}"] = dict(
             launch_pdl=launch_pdl, wait=first(ptx, r"griddepcontrol\.wait"),
             launch_dependents=first(ptx, r"griddepcontrol\.launch_dependents"),
-            first_global=first(ptx, r"\b(ld\.global|cp\.async|st\.global|atom\.global|red\.global)"),
-            prefetch=ptx.count("prefetch.global.L2"), cp_async=ptx.count("cp.async.commit_group"))
+            first_global=first(ptx, r"\b(ld\.global|cp\.async|st\.global|atom\.global|red\.global)"))
 print("AOT " + json.dumps(report))
 """
 
 
 def test_pdl_kernels_compile_for_sm90_with_griddepcontrol(tmp_path):
     """USE_PDL=True compiled for sm_90 (no GPU needed): griddepcontrol.wait before the first global memory
-    access of each kernel, launch_dependents in both; USE_PDL=False: neither instruction. PREFETCH_LINES > 0:
-    the L2 prefetches are there and the loop's pipeline is unchanged."""
+    access of each kernel, launch_dependents in both; USE_PDL=False: neither instruction."""
     import json
     import os
     import subprocess
@@ -452,13 +412,7 @@ def test_pdl_kernels_compile_for_sm90_with_griddepcontrol(tmp_path):
         else:
             assert found["launch_pdl"] is False and found["wait"] is None and found["launch_dependents"] is None
     assert set(report) == {"split-True", "split-False", "split_paged-True", "split_fused-True", "combine-True",
-                           "combine-False", "split_prefetch-True", "split_paged_prefetch-True"}
-    # PREFETCH_LINES=2: one prefetch.global.L2 for K's first tile and one for V's (a 64 x 2-line tile is one
-    # line per thread of 4 warps); the loop's pipeline (its cp.async groups) is the same as without it
-    assert [report[f"{name}-True"]["prefetch"] for name in ("split", "split_paged")] == [0, 0]
-    for name in ("split", "split_paged"):
-        assert report[f"{name}_prefetch-True"]["prefetch"] == 2, name
-        assert report[f"{name}_prefetch-True"]["cp_async"] == report[f"{name}-True"]["cp_async"] > 0, name
+                           "combine-False"}
 
 
 def test_torch_compile_fullgraph():
@@ -565,48 +519,18 @@ def graph_replays(step, q, lengths):
 
 
 @requires_gpu
-@pytest.mark.parametrize("pdl, prefetch", [(False, False), (True, False), (True, True), ("auto", True)],
-                         ids=["default", "pdl", "pdl-prefetch", "prefetch"])
+@pytest.mark.parametrize("pdl", [False, True], ids=["default", "pdl"])
 @pytest.mark.parametrize("page_size", [None, 16, 256], ids=["contiguous", "paged16", "paged256"])
-def test_cuda_graph_replay_follows_the_lengths(page_size, pdl, prefetch, monkeypatch):
+def test_cuda_graph_replay_follows_the_lengths(page_size, pdl, monkeypatch):
     """Capture one decode step, then replay it with longer cache_seqlens and a new q: the reference agrees.
-    pdl: fa2.decode's plans launch with PDL (decoding.PDL; on sm_90+ the graph keeps programmatic edges);
-    prefetch: their split-KV kernel prefetches its first tile (decoding.PREFETCH)."""
+    pdl: fa2.decode's plans launch with PDL (decoding.PDL; on sm_90+ the graph keeps programmatic edges)."""
     monkeypatch.setattr(decoding, "PDL", pdl)
-    monkeypatch.setattr(decoding, "PREFETCH", prefetch)
     monkeypatch.setattr(decoding, "_PLANS", {})       # this test's plans only, dropped with the patch
     q, k, v, table, lengths = graph_inputs(page_size)
     for o, lse in graph_replays(lambda: fa2.decode(q, k, v, lengths, table, return_lse=True), q, lengths):
         assert_matches_reference(o, lse, q, k, v, lengths, table)
-    plan = decoding._plan(q, k, v, lengths, table, None, None, None, None)
-    assert plan.pdl == (bool(pdl) and decoding.pdl_supported(q.device) and
-                        (pdl is True or plan.num_splits >= decoding.PDL_MIN_SPLITS))
-    assert plan.prefetch == (prefetch and decoding.prefetch_supported(q.device))
-
-
-@requires_gpu
-@pytest.mark.parametrize("page_size", [None, 16, 64, 256], ids=["contiguous", "paged16", "paged64", "paged256"])
-def test_prefetch_changes_nothing_but_time(page_size):
-    """The L2 prefetch is a hint: with and without it the outputs are equal bit for bit -- ragged lengths (0,
-    1, a tail, the capacity), NaN past each length and in unused pages, block-table entries past the lengths
-    pointing anywhere in the cache, 1 and 5 splits, a window (whose first tile depends on the length), N_Q 1
-    and 4 -- and match the fp64 reference."""
-    lengths = seqlens(0, 1, 333, 2048, 1500)
-    for Nq, splits, window in ((1, None, None), (4, 5, None), (1, 1, (100, 0)), (4, None, (700, 0))):
-        q, k, v, table = inputs(5, 32, 8, Nq, 128, 2048, lengths, torch.bfloat16, page_size, seed=Nq + 7)
-        if table is not None:      # entries past a row's pages: random pages (the kernel must not read them)
-            used = (lengths.long() + page_size - 1) // page_size
-            spare = torch.arange(table.shape[1], device=DEVICE)[None, :] >= used[:, None]
-            table = torch.where(spare, torch.randint_like(table, 0, k.shape[0]), table)
-        window_left = -1 if window is None else window[0]
-        make = lambda prefetch: DecodePlan(q, k, v, lengths, table, 128 ** -0.5, splits, window_left, 0.0,
-                                           config=dict(prefetch=prefetch))
-        plan, default = make(True), make(False)
-        assert plan.prefetch == decoding.prefetch_supported(q.device)
-        o, lse = plan(q, k, v, lengths, table)
-        o_d, lse_d = default(q, k, v, lengths, table)
-        assert torch.equal(o, o_d) and torch.equal(lse, lse_d), (Nq, splits, window)
-        assert_matches_reference(o, lse, q, k, v, lengths, table, window=window)
+    assert decoding._plan(q, k, v, lengths, table, None, None, None, None).pdl == (
+        pdl and decoding.pdl_supported(q.device))
 
 
 @requires_gpu

@@ -37,15 +37,6 @@ def _cache_rows(BLOCK_TABLE, table_row, stride_table_p, kv_idx, off_b,
                 off_b * stride_v_outer + row * stride_v_row)
 
 
-@triton.jit
-def _prefetch_l2(ptrs, live):
-    """Ask L2 to fetch the lines at ptrs where live (PTX prefetch.global.L2): a hint that no register
-    waits for. GPU only: the interpreter runs no PTX."""
-    tl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }",
-        "=r,l,r", [ptrs, live.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
-
-
 # %% book/09_flash_decoding.ipynb · cell 17
 @triton.jit
 def _split_kv_kernel(
@@ -60,7 +51,7 @@ def _split_kv_kernel(
     HAS_SOFTCAP: tl.constexpr, SPLIT: tl.constexpr, FUSED_COMBINE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     D: tl.constexpr, HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr,
-    PREFETCH_LINES: tl.constexpr, USE_PDL: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
     pid_bkv = tl.program_id(0)                        # which (batch row, KV head)
     split = tl.program_id(1)                          # which split: every S-th key tile
@@ -109,21 +100,6 @@ def _split_kv_kernel(
     row_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     offs_n = tl.arange(0, BLOCK_N)
-    if PREFETCH_LINES > 0:   # the first tile's K and V lines into L2 while the length (and a paged
-        # cache's block-table entries) are on their way, so the loop's first loads hit L2 (section 9.13)
-        first = split_start + offs_n                                   # (BLOCK_N,)
-        if PAGE_SIZE > 0:    # a page number past the prefix may be anything: the prefix only
-            first_live = first < seqlen
-        else:                # every row of a contiguous cache up to its capacity is real memory
-            first_live = first < N_CAP
-        k_first, v_first = _cache_rows(BLOCK_TABLE, table_row, stride_table_p, first, off_b,
-                                       stride_k_outer, stride_k_row, stride_v_outer,
-                                       stride_v_row, first < N_CAP, PAGE_SIZE)
-        # one address per 128-byte line of a row, (BLOCK_N, PREFETCH_LINES)
-        cols = tl.minimum(tl.arange(0, PREFETCH_LINES) * (HEAD_DIM // PREFETCH_LINES), D - 1)
-        live = first_live[:, None] & (cols >= 0)[None, :]
-        _prefetch_l2(K + off_kv_h * stride_kh + k_first[:, None] + cols[None, :] * stride_kd, live)
-        _prefetch_l2(V + off_kv_h * stride_vh + v_first[:, None] + cols[None, :] * stride_vd, live)
     for kv_tile_start in range(split_start, seqlen, BLOCK_N * num_splits):
         kv_idx = kv_tile_start + offs_n                                # (BLOCK_N,)
         load_key = (kv_idx >= kv_lo) & (kv_idx < seqlen)               # the prefix only
@@ -266,16 +242,14 @@ def combine_counters(q, k_cache, block_table, block_n):
 
 def decode_launch(q, k_cache, v_cache, cache_seqlens, block_table, o, lse, o_part,
                   lse_part, scale, num_splits, window_left, softcap, block_n, num_warps,
-                  num_stages, counters=None, pdl=False, prefetch=False):
+                  num_stages, counters=None, pdl=False):
     """The host side of a decode: [(kernel, grid, arguments in order, options)].
 
     It depends on shapes, strides, dtypes and flags only, never on cache_seqlens'
     values: `fa2.decode` builds it once per input signature. With splits and
     `counters` (combine_counters), the split-KV kernel combines too: one launch.
     pdl: launch with Programmatic Dependent Launch (launch_pdl, USE_PDL) -- only on
-    sm_90+ and never under the interpreter; the caller checks (fa2.decoding).
-    prefetch: ask L2 for each program's first K and V tile before the loop (inline PTX:
-    GPUs only, never under the interpreter; the caller checks)."""
+    sm_90+ and never under the interpreter; the caller checks (fa2.decoding)."""
     B, H_Q, N_Q, D = q.shape
     H_KV, page_size, capacity = cache_geometry(k_cache, block_table)
     if block_table is None:   # strides as (outer, head, row, d); outer is the batch row
@@ -299,8 +273,6 @@ def decode_launch(q, k_cache, v_cache, cache_seqlens, block_table, o, lse, o_par
         out_strides = o.stride()
         assert counters.dtype == torch.int32 and counters.numel() >= B * H_KV * m_tiles
     splits = triton.next_power_of_2(num_splits)
-    row_bytes = head_dim * k_cache.element_size()            # 128-byte lines per cache row
-    lines = triton.next_power_of_2(triton.cdiv(row_bytes, 128)) if prefetch else 0
     pdl_option = dict(launch_pdl=True) if pdl else {}
     split_kv = (_split_kv_kernel, (B * H_KV, num_splits, m_tiles), (
         q, k_cache, v_cache, unused if cache_seqlens is None else cache_seqlens,
@@ -310,7 +282,7 @@ def decode_launch(q, k_cache, v_cache, cache_seqlens, block_table, o, lse, o_par
         window_left, page_size, cache_seqlens is not None, window_left >= 0,
         bool(softcap), split, fused, block_m, block_n, D, head_dim,
         splits if fused else 1,    # 1: one compiled kernel serves every split count
-        lines, pdl), dict(num_warps=num_warps, num_stages=num_stages, **pdl_option))
+        pdl), dict(num_warps=num_warps, num_stages=num_stages, **pdl_option))
     if not split or fused:
         return [split_kv]
     warps = min(16, max(2, splits * head_dim // 2048))   # <= 64 fp32 partials a thread

@@ -1,6 +1,6 @@
 """The windowed one-tile grid's program order, before and after (chapter 12's Gluon kernel, an H200).
 
-    python gpu/window_order.py OUT [ROUNDS]     # OUT/window_order.csv
+    python gpu/window_order.py OUT [ROUNDS] [NAME,...]     # OUT/window_order.csv
 
 The window problem of the issue (B=1, H=16, N=32768, D=128, bf16, causal, window (4096, 0)): each window-family
 config with the kernel's order (`_window_order`: whole windows head by head, then the cut-off tiles longest first)
@@ -29,7 +29,7 @@ OLD = """    if IS_CAUSAL:                   # the longest query tiles start fir
 NAMES = ("r4_n64b3_pingpong", "r4_n128b2_pingpong", "r1_m128n64b2w4")
 
 
-def main(out, rounds=3):
+def main(out, rounds=3, names=NAMES):
     out = Path(out)
     old = mutant(attention_hopper, {NEW: OLD})
     problem = bd.window_problems()[0]
@@ -37,7 +37,7 @@ def main(out, rounds=3):
     x = bd.make_inputs(problem, torch.Generator("cuda").manual_seed(0))
     q, k, v = x.bhnd
     fns = {}
-    for name in NAMES:
+    for name in names:
         rung, config = CONFIGS[name]
         for order, module in (("window_order", attention_hopper), ("old_order", old)):
             fns[(name, order)] = (lambda module=module, rung=rung, config=config: module.attention_gluon(
@@ -75,4 +75,4 @@ def main(out, rounds=3):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], *map(int, sys.argv[2:3]))
+    main(sys.argv[1], *map(int, sys.argv[2:3]), *[a.split(",") for a in sys.argv[3:4]])

@@ -709,25 +709,6 @@ def _invalidate(q_bars, k_bars, v_bars, empty_bars, turn_bars, CONSUMERS: gl.con
 
 
 @gluon.jit
-def _window_order(pid_m, pid_bh, num_m, BH, N_Q, N_KV, window_left, BLOCK_M: gl.constexpr):
-    """(query tile, b·H + h) of program (pid_m, pid_bh) of a windowed grid (window_order on the host; keep the
-    two in step). First the tiles whose rows all see a whole window, head by head as the grid runs (a head's
-    K and V stay in L2 while its tiles run), then the tiles at each head's start, whose windows are cut at key
-    0, longest first across the heads: the short ones fill the last wave instead of one head's tail."""
-    cut = gl.minimum(gl.maximum(gl.cdiv(window_left - (N_KV - N_Q), BLOCK_M), 0), num_m)   # per head
-    whole = num_m - cut
-    linear = pid_bh * num_m + pid_m                   # launch order
-    if linear < BH * whole:
-        tile = num_m - 1 - linear % whole
-        head = linear // whole
-    else:
-        rest = linear - BH * whole
-        tile = cut - 1 - rest // BH
-        head = rest % BH
-    return tile, head
-
-
-@gluon.jit
 def _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left,
               IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, RUNG: gl.constexpr, NUM_BUFFERS: gl.constexpr,
               PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, PINGPONG: gl.constexpr,
@@ -738,12 +719,9 @@ def _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_s
     BLOCK_M: gl.constexpr = Q_ROWS * CONSUMERS
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
     pid_m = gl.program_id(0)
-    pid_bh = gl.program_id(1)
-    if WINDOW:                      # whole windows head by head, then the cut-off tiles, longest first
-        pid_m, pid_bh = _window_order(pid_m, pid_bh, gl.num_programs(0), gl.num_programs(1), N_Q, N_KV,
-                                      window_left, BLOCK_M)
-    elif IS_CAUSAL:                 # the longest query tiles start first
+    if IS_CAUSAL:                   # the longest query tiles start first
         pid_m = gl.num_programs(0) - 1 - pid_m
+    pid_bh = gl.program_id(1)
     off_b = pid_bh // H
     off_h = pid_bh % H
     off_kvh = off_h // GROUP
@@ -856,18 +834,6 @@ def kv_range(m_start, N_Q, N_KV, BLOCK_M, BLOCK_N, causal, window_left=-1):
         free_start = -(-max(m_start + BLOCK_M - 1 + diagonal - window_left, 0) // BLOCK_N) * BLOCK_N
         free_start = min(max(free_start, kv_start), free_end)
     return kv_start, free_start, free_end, kv_end
-
-
-def window_order(pid_m, pid_bh, num_m, BH, N_Q, N_KV, window_left, BLOCK_M):
-    """(query tile, b·H + h) of program (pid_m, pid_bh) of a windowed one-tile grid: the kernel's
-    ``_window_order`` in plain Python (keep the two in step), for the CPU tests."""
-    cut = min(max(-(-(window_left - (N_KV - N_Q)) // BLOCK_M), 0), num_m)
-    whole = num_m - cut
-    linear = pid_bh * num_m + pid_m
-    if linear < BH * whole:
-        return num_m - 1 - linear % whole, linear // whole
-    rest = linear - BH * whole
-    return cut - 1 - rest // BH, rest % BH
 
 
 def ring_slot(tile, NUM_BUFFERS):

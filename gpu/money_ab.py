@@ -2,10 +2,11 @@
 (1, 32, 8192, 128) bf16 causal timed in ROUNDS interleaved rounds (every provider once per round, the order
 rotated each round), each time with fa2.testing.time_ms (median of do_bench, 100 ms) on rotating input sets.
 
-    python gpu/money_ab.py OUT [ROUNDS]     # OUT/money_ab.csv: one row per (shape, round, provider)
+    python gpu/money_ab.py OUT [ROUNDS] [NAME,...]   # OUT/money_ab.csv: one row per (shape, round, provider)
 
 Providers: chapter 6's kernel (fa2_ch6), fa2.attention (the shipped Gluon table's choice), SDPA cuDNN, and the
-Gluon candidates r4_n64b3_pingpong and r4_n64b3_pingpong_persistent through a GluonPlan (gpu/gluon_check.py).
+Gluon candidates r4_n64b3_pingpong and r4_n64b3_pingpong_persistent (or the named ones) through a GluonPlan
+(gpu/gluon_check.py).
 """
 
 import csv
@@ -23,10 +24,10 @@ SHAPES = [(8, 32, 2048, 128), (1, 32, 8192, 128)]
 GLUON = ("r4_n64b3_pingpong", "r4_n64b3_pingpong_persistent")
 
 
-def main(out, rounds=5):
+def main(out, rounds=5, gluon=GLUON):
     known = fb.all_providers()
     providers = [known[n] for n in ("fa2_ch6", "fa2", "sdpa_cudnn")] + [
-        gluon_provider(n, *CONFIGS[n], n) for n in GLUON]
+        gluon_provider(n, *CONFIGS[n], n) for n in gluon]
     path = Path(out) / "money_ab.csv"
     with open(path, "w", newline="") as file:
         writer = csv.writer(file)
@@ -49,11 +50,12 @@ def main(out, rounds=5):
                         ms = time_ms(fn, sets)
                     writer.writerow([B, H, N, D, "bf16", True, r, p.name, f"{ms:.5f}",
                                      torch.cuda.get_device_name(), torch.__version__,
-                                     f"python gpu/money_ab.py OUT {rounds}"])
+                                     " ".join(["python gpu/money_ab.py OUT", str(rounds), *sys.argv[3:4]])])
                     file.flush()
                     print(f"{(B, H, N, D)} round {r} {p.name:32s} {ms:.4f} ms", flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 5))
+    sys.exit(main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 5,
+                  sys.argv[3].split(",") if len(sys.argv) > 3 else GLUON))

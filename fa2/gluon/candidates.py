@@ -25,4 +25,8 @@ CONFIGS = {
     # one program per SM looping over the query tiles (under causal in pairs of equal total length), the producer
     # at 32 registers so the consumers keep 240 without spills
     "r4_n64b3_pingpong_persistent": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1, PERSISTENT=1, PRODUCER_REGS=32)),
+    # the same with 128-key tiles in two buffers (half the tiles, so half the barrier round trips per key):
+    # 197 KB of shared memory (Q and O buffers included), no spills on sm_90
+    "r4_n128b2_pingpong_persistent": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,
+                                              PRODUCER_REGS=32)),
 }

@@ -13,7 +13,7 @@ P="BLOCK_N=128 NUM_BUFFERS=2 PINGPONG=1 PERSISTENT=1 PRODUCER_REGS=32"
 timeout -k 5 280 python3 gpu/gluon_check.py check $G 4 $P > $G/check.log 2>&1
 rc=$?
 tail -1 $G/check.log | tee -a $OUT/n128p.log
-cp $G/gluon_check.csv $OUT/ 2>/dev/null
+cp $G/gluon_check_*.csv $OUT/ 2>/dev/null
 echo "[${SECONDS}s] check rc $rc" | tee -a $OUT/n128p.log
 if [ $rc -eq 0 ]; then
   timeout -k 5 240 python3 gpu/money_ab.py $OUT 5 \

@@ -6,7 +6,7 @@
 bash gpu/sweeps.sh
 status=$?
 source gpu/env.sh || exit 1
-(cd book && timeout -k 10 200 python3 ../gpu/_rerun_cells.py 12_gluon_hopper.ipynb 1,2 39) > $OUT/rerun.log 2>&1 \
+(cd book && timeout -k 10 200 python3 ../gpu/rerun_cells.py 12_gluon_hopper.ipynb 1,2 39) > $OUT/rerun.log 2>&1 \
   || status=1
 tail -3 $OUT/rerun.log
 tar czf $OUT/chapter12.tgz book/12_gluon_hopper.ipynb

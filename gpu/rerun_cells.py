@@ -1,4 +1,4 @@
-"""Re-execute chosen cells of a notebook (after its setup cells) on this machine and copy their outputs back.
+"""Re-execute chosen cells of a notebook (after its setup cells) and keep their new outputs in the notebook.
 usage: rerun_cells.py NOTEBOOK SETUP_CELLS RERUN_CELLS   e.g. book/11_benchmarks.ipynb 1,2 4,6,8,13"""
 import copy, sys
 from pathlib import Path

@@ -210,7 +210,7 @@ def test_shipped_table_is_its_measurement(table):
 
 def test_the_headline_shape_runs_the_persistent_config_by_interleaved_rounds():
     """(8, 32, 2048, 128) bf16 causal: the table's single run timed the persistent rung-4 config at only 1.022x
-    chapter 6's kernel (below the threshold), two runs of interleaved rounds at 1.112x and 1.145x by median; the
+    chapter 6's kernel (below the threshold), two runs of interleaved rounds at 1.111x and 1.144x by median; the
     rounds decide, so fa2.attention runs that config there."""
     families = dispatch.shipped_families("NVIDIA H200")
     assert dispatch.gluon_choice(*tensors(B=8, N_Q=2048, N_KV=2048), True, 0.088, families) == \

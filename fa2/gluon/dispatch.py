@@ -335,8 +335,8 @@ def main(argv=None):
         if "interleaved" in f:
             verdict = "Gluon" if f["rung"] is not None else "chapter 6's kernel"
             print(f"  D={f['D']} {f['dtype']} causal={f['causal']} N={f['N']} B*H={f['BH']}: "
-                  f"{f['interleaved_provider']} {f['interleaved_speedup']:.3f}x chapter 6's kernel in the worst of "
-                  f"{f['interleaved']} interleaved runs (one run: {f.get('speedup', float('nan')):.3f}x): {verdict}")
+                  f"{f['interleaved_provider']} {f['interleaved_speedup']:.4f}x chapter 6's kernel in the worst of "
+                  f"{f['interleaved']} interleaved runs (one run: {f.get('speedup', float('nan')):.4f}x): {verdict}")
         elif "speedup" in f and (f["rung"] is not None or f["speedup"] >= THRESHOLD):
             verdict = "Gluon" if f["rung"] is not None else "kept on chapter 6 (not confirmed by the other runs)"
             print(f"  D={f['D']} {f['dtype']} causal={f['causal']} N={f['N']} B*H={f['BH']}: {f['provider']} "

@@ -35,6 +35,7 @@ import csv
 import itertools
 import math
 import shlex
+import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,7 +55,12 @@ from fa2.chapters.reference import attention_reference
 from fa2.testing import attention_tflops, make_qkv, rel_err, rotation_size, time_ms
 
 COLUMNS = ["sweep", "provider", "label", "B", "H", "Hkv", "N_Q", "N_KV", "D", "dtype", "causal", "ms", "tflops",
-           "rel_err", "check", "error", "device", "torch", "triton", "command"]
+           "rel_err", "check", "error", "rounds", "round_ms", "device", "torch", "triton", "command"]
+# Sweeps timed in interleaved rounds unless --rounds says otherwise: every provider of a shape once per round, the
+# order rotated each round, "ms" the median (chapter 11, §11.1: on a power-bound GPU the first kernel timed after
+# an idle spell runs on the coolest chip, which favoured whichever provider came first by 7-12 % at the headline
+# shape, book/results/money_order.md).
+SWEEP_ROUNDS = {"money": 5, "headline": 3}
 MAX_REL_ERR = 2e-2                    # above this (or NaN) a provider's output is marked check=fail
 MAX_SHAPE_BYTES = 40 * 2**30          # sweeps skip shapes whose q + k + v + o exceed this
 RATIO_PEERS = ("sdpa_flash", "flash_attn", "sdpa_cudnn", "sdpa_math")   # table columns fa2/<peer>, in order
@@ -270,10 +276,15 @@ def to_layout(sets, layout):
     return [tuple(x.transpose(1, 2).contiguous() for x in qkv) for qkv in sets]
 
 
-def measure(provider, shape, sets, ref, args):
-    """One CSV row: check provider's output against ref, then time it (an error fills the error column)."""
+def _error(error):
+    return f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
+
+
+def prepare(provider, shape, sets, ref, args):
+    """(row, timer): the provider's output checked against ref into a CSV row without times, and timer() -> ms of
+    one timing (None if the provider could not run: the error column says why)."""
     row = {"provider": provider.name, "label": provider.label, "ms": "", "tflops": "", "rel_err": "",
-           "check": "error", "error": ""}
+           "check": "error", "error": "", "rounds": "", "round_ms": ""}
     try:
         fn = provider.build(shape)
         inputs = to_layout(sets, provider.layout)
@@ -284,11 +295,55 @@ def measure(provider, shape, sets, ref, args):
             row["rel_err"] = f"{err:.2e}" if ref is not None else ""
             row["check"] = "unchecked" if ref is None else "ok" if err <= MAX_REL_ERR else "fail"   # NaN: fail
             del o
-            ms = time_ms(fn, inputs, args.warmup_ms, args.rep_ms)
-        row["ms"], row["tflops"] = f"{ms:.5g}", f"{shape.tflops(ms):.5g}"
     except Exception as error:        # unsupported backend/dtype/shape, OOM, missing package: record, go on
-        row["error"] = f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
+        row["error"] = _error(error)
+        return row, None
+
+    def timer():
+        with provider.context():
+            return time_ms(fn, inputs, args.warmup_ms, args.rep_ms)
+    return row, timer
+
+
+def record_times(row, times, shape):
+    """The row's ms (the median of `times`), TFLOP/s, rounds and every round's ms."""
+    if times:
+        ms = statistics.median(times)
+        row.update(ms=f"{ms:.5g}", tflops=f"{shape.tflops(ms):.5g}", rounds=len(times),
+                   round_ms=" ".join(f"{t:.5g}" for t in times))
     return row
+
+
+def measure(provider, shape, sets, ref, args):
+    """One CSV row: check provider's output against ref, then time it once (an error fills the error column)."""
+    row, timer = prepare(provider, shape, sets, ref, args)
+    if timer is not None:
+        try:
+            record_times(row, [timer()], shape)
+        except Exception as error:
+            row["error"] = _error(error)
+    return row
+
+
+def measure_rounds(providers, shape, sets, ref, args, rounds):
+    """The rows of every provider at one shape, timed in `rounds` interleaved rounds: each checked first, then
+    every provider timed once per round, round r starting at the r-th provider (the order rotated), the
+    median kept. A provider that fails a timing drops out with its error."""
+    prepared = [prepare(provider, shape, sets, ref, args) for provider in providers]
+    live = [i for i, (_, timer) in enumerate(prepared) if timer is not None]
+    times = {i: [] for i in live}
+    for r in range(rounds):
+        turn = live[r % len(live):] + live[:r % len(live)] if live else []
+        for i in turn:
+            row, timer = prepared[i]
+            if row["error"]:
+                continue
+            try:
+                times[i].append(timer())
+            except Exception as error:
+                row["error"], times[i] = _error(error), []
+    return [record_times(row, times.get(i, []) if not row["error"] else [], shape)
+            for i, (row, _) in enumerate(prepared)]
 
 
 def shape_columns(sweep, shape, environment):
@@ -309,15 +364,20 @@ def run_sweep(sweep, shapes, providers, args, write):
     environment = {"device": device_name(), "torch": torch.__version__, "triton": triton.__version__,
                    "command": args.command}
     rows = []
+    rounds = getattr(args, "rounds", None) or SWEEP_ROUNDS.get(sweep, 1)
     progress = tqdm(total=len(shapes) * len(providers), unit="run", dynamic_ncols=True,
                     disable=None)          # None: only on a terminal (no bars in notebooks or logs)
     for shape in shapes:
         generator = torch.Generator(runtime.DEVICE).manual_seed(0)
         sets = input_sets(shape, generator)
         ref = reference_output(shape, *sets[0])
-        for provider in providers:
-            progress.set_postfix_str(f"{shape.name()} {shape.dtype} causal={shape.causal} {provider.name}")
-            row = {**shape_columns(sweep, shape, environment), **measure(provider, shape, sets, ref, args)}
+        if rounds > 1:
+            measured = measure_rounds(providers, shape, sets, ref, args, rounds)
+        else:
+            measured = [measure(provider, shape, sets, ref, args) for provider in providers]
+        for result in measured:
+            progress.set_postfix_str(f"{shape.name()} {shape.dtype} causal={shape.causal} {result['provider']}")
+            row = {**shape_columns(sweep, shape, environment), **result}
             write(row)
             rows.append(row)
             progress.update()
@@ -489,6 +549,9 @@ def parse_args(argv):
     parser.add_argument("--name", help="file stem of the CSV and PNG (default: the sweep's name)")
     parser.add_argument("--warmup-ms", type=float, default=25.0, help="do_bench warm-up time per run (ms)")
     parser.add_argument("--rep-ms", type=float, default=100.0, help="do_bench timed repetition time per run (ms)")
+    parser.add_argument("--rounds", type=int, metavar="R",
+                        help="time every provider of a shape in R interleaved rounds (the order rotated) and keep "
+                             f"the median (default: {SWEEP_ROUNDS} for those sweeps, 1 for the others)")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG")
     parser.add_argument("--gqa", type=int, metavar="HKV", help="number of KV heads (default: as many as query heads)")
     parser.add_argument("--max-n", type=int, metavar="N", help="only the sweep's shapes with N <= this")

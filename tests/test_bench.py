@@ -110,3 +110,27 @@ def test_ladder_versions_are_providers(tmp_path):
     _, rows = read_rows(tmp_path / "tiny.csv")
     assert {r["provider"] for r in rows} == {"fa2@v0", "fa2@v3", "fa2"}
     assert all(r["check"] == "ok" for r in rows)
+
+
+def test_rounds_rotate_the_order_and_keep_the_median(tmp_path, monkeypatch):
+    """--rounds R: every provider of a shape is checked, then timed once per round, round r starting at the r-th
+    provider; "ms" is the median, "round_ms" every round's time in round order. (A stand-in timer returns 1, 2,
+    3, ... in call order: with two providers and three rounds the order is a b, b a, a b.)"""
+    ticks = iter(range(1, 10_000))
+    monkeypatch.setattr(bench, "time_ms", lambda fn, inputs, warmup, rep: float(next(ticks)))
+    argv = ["--sweep", "tiny", "--out", str(tmp_path), "--providers", "fa2,sdpa_math", "--rounds", "3", "--no-plot"]
+    assert bench.main(argv) == 0
+    _, rows = read_rows(tmp_path / "tiny.csv")
+    assert len(rows) == 2 * len(bench.tiny_sweep())
+    for k in range(len(bench.tiny_sweep())):
+        first, second = rows[2 * k], rows[2 * k + 1]
+        base = 6 * k
+        assert (first["provider"], second["provider"]) == ("fa2", "sdpa_math")
+        assert first["round_ms"] == f"{base + 1} {base + 4} {base + 5}" and float(first["ms"]) == base + 4
+        assert second["round_ms"] == f"{base + 2} {base + 3} {base + 6}" and float(second["ms"]) == base + 3
+        assert first["rounds"] == second["rounds"] == "3" and first["check"] == second["check"] == "ok"
+
+
+def test_money_and_headline_sweeps_are_timed_in_rounds_by_default():
+    assert bench.SWEEP_ROUNDS == {"money": 5, "headline": 3}
+    assert bench.parse_args(["--sweep", "tiny"]).rounds is None

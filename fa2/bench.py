@@ -60,7 +60,7 @@ COLUMNS = ["sweep", "provider", "label", "B", "H", "Hkv", "N_Q", "N_KV", "D", "d
 # order rotated each round, "ms" the median (chapter 11, §11.1: on a power-bound GPU the first kernel timed after
 # an idle spell runs on the coolest chip, which favoured whichever provider came first by 7-12 % at the headline
 # shape, book/results/money_order.md).
-SWEEP_ROUNDS = {"money": 5, "headline": 3}
+SWEEP_ROUNDS = {"money": 5, "headline": 3, "varlen": 3, "window": 3}
 MAX_REL_ERR = 2e-2                    # above this (or NaN) a provider's output is marked check=fail
 MAX_SHAPE_BYTES = 40 * 2**30          # sweeps skip shapes whose q + k + v + o exceed this
 RATIO_PEERS = ("sdpa_flash", "flash_attn", "sdpa_cudnn", "sdpa_math")   # table columns fa2/<peer>, in order
@@ -619,7 +619,8 @@ def main(argv=None):
     if args.sweep in DROPIN_SWEEPS:   # chapter 10's problems and peers: fa2/bench_dropin.py
         from fa2 import bench_dropin
         return bench_dropin.exit_code(bench_dropin.run_sweep(args.sweep, args.out, args.providers,
-                                                             command=args.command, rep_ms=args.rep_ms))
+                                                             command=args.command, rep_ms=args.rep_ms,
+                                                             rounds=args.rounds or SWEEP_ROUNDS.get(args.sweep, 1)))
     if args.sweep == "decode":        # fa2.decode against its peers: a sweep of its own (fa2/bench_decode.py)
         from fa2 import bench_decode
         rows = bench_decode.run_sweep(args.out, quick=args.quick, tune=not args.no_tune, command=args.command,

@@ -26,6 +26,7 @@ between calls), every provider in the same process.
 """
 
 import csv
+import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,8 +44,8 @@ from fa2.chapters.varlen_reference import masked_attention_reference, random_var
 from fa2.testing import rel_err, time_ms
 
 COLUMNS = ["sweep", "provider", "label", "problem", "B", "Hq", "Hkv", "total_q", "max_seqlen", "D", "dtype",
-           "causal", "window", "visible_pairs", "ms", "tflops", "rel_err", "check", "error", "device", "torch",
-           "triton", "command"]
+           "causal", "window", "visible_pairs", "ms", "tflops", "rel_err", "check", "error", "rounds", "round_ms",
+           "device", "torch", "triton", "command"]
 MAX_REL_ERR = 2e-2
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 REFERENCE_ROWS = 256            # window sweep: query rows per checked block
@@ -296,8 +297,13 @@ def default_providers():
 
 # ------------------------------------------------------------------------------------------------ measuring
 
-def measure(provider, problem, x, ref_rows, ref, rep_ms):
-    """One CSV row: check the provider's output on the reference rows, then time it; errors are recorded."""
+def _error(error):
+    return f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
+
+
+def prepare(provider, problem, x, ref_rows, ref, rep_ms):
+    """(row, timer): the provider's output checked on the reference rows into a CSV row without times, and
+    timer() -> ms of one timing (None if it could not run: the error column says why)."""
     row = {"provider": provider.name, "label": provider.label, "check": "error", "error": ""}
     try:
         fn, packed = provider.build(problem, x)
@@ -305,13 +311,43 @@ def measure(provider, problem, x, ref_rows, ref, rep_ms):
         err = rel_err(out, ref)
         row["rel_err"], row["check"] = f"{err:.2e}", "ok" if err <= MAX_REL_ERR else "fail"   # NaN fails
         del out
-        ms = time_ms(fn, warmup_ms=25.0, rep_ms=rep_ms)
-        row["ms"], row["tflops"] = f"{ms:.5g}", f"{problem.tflops(ms):.5g}"
     except Exception as error:                        # missing package, refused shape, OOM: record, go on
-        row["error"] = f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
+        row["error"] = _error(error)
+        return row, None
+    return row, lambda: time_ms(fn, warmup_ms=25.0, rep_ms=rep_ms)
+
+
+def measure(provider, problem, x, ref_rows, ref, rep_ms, rounds=1):
+    """One CSV row: check the provider's output on the reference rows, then time it once; errors are recorded."""
+    return measure_rounds([provider], problem, x, ref_rows, ref, rep_ms, rounds)[0]
+
+
+def measure_rounds(providers, problem, x, ref_rows, ref, rep_ms, rounds):
+    """The rows of every provider at one problem: each checked first, then timed once per round, round r
+    starting at the r-th provider (the order rotated; fa2.bench's --rounds), the median kept."""
+    prepared = [prepare(p, problem, x, ref_rows, ref, rep_ms) for p in providers]
+    live = [i for i, (_, timer) in enumerate(prepared) if timer is not None]
+    times = {i: [] for i in live}
+    for r in range(rounds):
+        for i in (live[r % len(live):] + live[:r % len(live)]) if live else []:
+            row, timer = prepared[i]
+            if row["error"]:
+                continue
+            try:
+                times[i].append(timer())
+            except Exception as error:
+                row["error"], times[i] = _error(error), []
+    rows = []
+    for i, (row, _) in enumerate(prepared):
+        ts = times.get(i, [])
+        if ts and not row["error"]:
+            ms = statistics.median(ts)
+            row.update(ms=f"{ms:.5g}", tflops=f"{problem.tflops(ms):.5g}", rounds=len(ts),
+                       round_ms=" ".join(f"{t:.5g}" for t in ts))
+        rows.append(row)
     if runtime.DEVICE == "cuda":
         torch.cuda.synchronize()
-    return row
+    return rows
 
 
 def problem_columns(problem, environment):
@@ -328,8 +364,9 @@ def device_name():
     return "CPU (Triton interpreter)" if runtime.INTERPRET else "CPU"
 
 
-def run_sweep(sweep, out_dir, names=None, problems=None, command="", rep_ms=100.0):
-    """Check and time every (problem, provider) of a sweep; write out_dir/<sweep>.csv; print the table."""
+def run_sweep(sweep, out_dir, names=None, problems=None, command="", rep_ms=100.0, rounds=1):
+    """Check and time every (problem, provider) of a sweep, in `rounds` interleaved rounds (the median kept);
+    write out_dir/<sweep>.csv; print the table."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     problems = SWEEPS[sweep]() if problems is None else problems
@@ -348,13 +385,12 @@ def run_sweep(sweep, out_dir, names=None, problems=None, command="", rep_ms=100.
             started = time.perf_counter()
             x = make_inputs(problem, torch.Generator(runtime.DEVICE).manual_seed(0))
             ref_rows, ref = reference(problem, x)
-            for provider in chosen:
-                if provider.applies(problem):
-                    row = {**problem_columns(problem, environment), **measure(provider, problem, x, ref_rows, ref,
-                                                                               rep_ms)}
-                    writer.writerow(row)
-                    file.flush()
-                    rows.append(row)
+            applying = [provider for provider in chosen if provider.applies(problem)]
+            for result in measure_rounds(applying, problem, x, ref_rows, ref, rep_ms, rounds):
+                row = {**problem_columns(problem, environment), **result}
+                writer.writerow(row)
+                file.flush()
+                rows.append(row)
             print(f"{problem.name()}: {time.perf_counter() - started:.1f} s", flush=True)
             del x, ref
             if runtime.DEVICE == "cuda":

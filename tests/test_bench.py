@@ -131,6 +131,6 @@ def test_rounds_rotate_the_order_and_keep_the_median(tmp_path, monkeypatch):
         assert first["rounds"] == second["rounds"] == "3" and first["check"] == second["check"] == "ok"
 
 
-def test_money_and_headline_sweeps_are_timed_in_rounds_by_default():
-    assert bench.SWEEP_ROUNDS == {"money": 5, "headline": 3}
+def test_money_headline_and_dropin_sweeps_are_timed_in_rounds_by_default():
+    assert bench.SWEEP_ROUNDS == {"money": 5, "headline": 3, "varlen": 3, "window": 3}
     assert bench.parse_args(["--sweep", "tiny"]).rounds is None

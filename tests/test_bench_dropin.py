@@ -100,3 +100,16 @@ def test_the_window_sweep_separates_the_kernel_from_the_window(tmp_path, capsys)
     assert result["window_vs_same_kernel"] == pytest.approx(windowed / ch10)
     assert result["window_vs_causal"] == pytest.approx(windowed / plain)
     assert "fa2 with the window / chapter 10's kernel plain causal" in capsys.readouterr().out
+
+
+def test_rounds_rotate_the_order_and_keep_the_median(tmp_path, monkeypatch):
+    """rounds=R (fa2.bench --rounds; the varlen and window sweeps default to 3): each provider checked, then timed
+    once per round with the order rotated, its median kept (a stand-in timer returns 1, 2, 3, ... in call order)."""
+    ticks = iter(range(1, 1000))
+    monkeypatch.setattr(bench_dropin, "time_ms", lambda fn, warmup_ms, rep_ms: float(next(ticks)))
+    problems = bench_dropin.tiny_problems("varlen")[:1]
+    rows = bench_dropin.run_sweep("varlen", tmp_path, ["fa2", "sdpa_padded"], problems, rep_ms=5, rounds=3)
+    by = {r["provider"]: r for r in rows}
+    assert by["fa2"]["round_ms"] == "1 4 5" and float(by["fa2"]["ms"]) == 4 and by["fa2"]["rounds"] == 3
+    assert by["sdpa_padded"]["round_ms"] == "2 3 6" and float(by["sdpa_padded"]["ms"]) == 3
+    assert all(r["check"] == "ok" for r in rows)

@@ -61,6 +61,11 @@ COLUMNS = ["sweep", "provider", "label", "B", "H", "Hkv", "N_Q", "N_KV", "D", "d
 # an idle spell runs on the coolest chip, which favoured whichever provider came first by 7-12 % at the headline
 # shape, book/results/money_order.md).
 SWEEP_ROUNDS = {"money": 5, "headline": 3, "varlen": 3, "window": 3}
+
+
+def sweep_rounds(sweep, rounds=None):
+    """The rounds a sweep is timed in: `rounds` (--rounds) if given, else SWEEP_ROUNDS's, else 1."""
+    return rounds or SWEEP_ROUNDS.get(sweep, 1)
 MAX_REL_ERR = 2e-2                    # above this (or NaN) a provider's output is marked check=fail
 MAX_SHAPE_BYTES = 40 * 2**30          # sweeps skip shapes whose q + k + v + o exceed this
 RATIO_PEERS = ("sdpa_flash", "flash_attn", "sdpa_cudnn", "sdpa_math")   # table columns fa2/<peer>, in order
@@ -276,7 +281,8 @@ def to_layout(sets, layout):
     return [tuple(x.transpose(1, 2).contiguous() for x in qkv) for qkv in sets]
 
 
-def _error(error):
+def error_text(error):
+    """An exception as one line for a CSV's error column."""
     return f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
 
 
@@ -296,7 +302,7 @@ def prepare(provider, shape, sets, ref, args):
             row["check"] = "unchecked" if ref is None else "ok" if err <= MAX_REL_ERR else "fail"   # NaN: fail
             del o
     except Exception as error:        # unsupported backend/dtype/shape, OOM, missing package: record, go on
-        row["error"] = _error(error)
+        row["error"] = error_text(error)
         return row, None
 
     def timer():
@@ -305,45 +311,41 @@ def prepare(provider, shape, sets, ref, args):
     return row, timer
 
 
-def record_times(row, times, shape):
-    """The row's ms (the median of `times`), TFLOP/s, rounds and every round's ms."""
-    if times:
-        ms = statistics.median(times)
-        row.update(ms=f"{ms:.5g}", tflops=f"{shape.tflops(ms):.5g}", rounds=len(times),
-                   round_ms=" ".join(f"{t:.5g}" for t in times))
-    return row
-
-
-def measure(provider, shape, sets, ref, args):
-    """One CSV row: check provider's output against ref, then time it once (an error fills the error column)."""
-    row, timer = prepare(provider, shape, sets, ref, args)
-    if timer is not None:
-        try:
-            record_times(row, [timer()], shape)
-        except Exception as error:
-            row["error"] = _error(error)
-    return row
-
-
-def measure_rounds(providers, shape, sets, ref, args, rounds):
-    """The rows of every provider at one shape, timed in `rounds` interleaved rounds: each checked first, then
-    every provider timed once per round, round r starting at the r-th provider (the order rotated), the
-    median kept. A provider that fails a timing drops out with its error."""
-    prepared = [prepare(provider, shape, sets, ref, args) for provider in providers]
+def time_in_rounds(prepared, rounds, tflops):
+    """The rows of `prepared` [(row, timer)] (timer None: the provider could not run) with their times: every
+    timer called once per round, round r starting at the r-th (the order rotated), the median kept as "ms" with
+    TFLOP/s from tflops(ms), and every round's ms in "round_ms". A timer that raises drops out with its error.
+    fa2.bench's --rounds, and fa2.bench_dropin's."""
     live = [i for i, (_, timer) in enumerate(prepared) if timer is not None]
     times = {i: [] for i in live}
     for r in range(rounds):
-        turn = live[r % len(live):] + live[:r % len(live)] if live else []
-        for i in turn:
+        for i in (live[r % len(live):] + live[:r % len(live)]) if live else []:
             row, timer = prepared[i]
             if row["error"]:
                 continue
             try:
                 times[i].append(timer())
             except Exception as error:
-                row["error"], times[i] = _error(error), []
-    return [record_times(row, times.get(i, []) if not row["error"] else [], shape)
-            for i, (row, _) in enumerate(prepared)]
+                row["error"], times[i] = error_text(error), []
+    for i, (row, _) in enumerate(prepared):
+        found = times.get(i, [])
+        if found and not row["error"]:
+            ms = statistics.median(found)
+            row.update(ms=f"{ms:.5g}", tflops=f"{tflops(ms):.5g}", rounds=len(found),
+                       round_ms=" ".join(f"{t:.5g}" for t in found))
+    return [row for row, _ in prepared]
+
+
+def measure(provider, shape, sets, ref, args):
+    """One CSV row: check provider's output against ref, then time it once (an error fills the error column)."""
+    return time_in_rounds([prepare(provider, shape, sets, ref, args)], 1, shape.tflops)[0]
+
+
+def measure_rounds(providers, shape, sets, ref, args, rounds):
+    """The rows of every provider at one shape, each checked first, then timed in `rounds` interleaved rounds
+    (time_in_rounds)."""
+    return time_in_rounds([prepare(provider, shape, sets, ref, args) for provider in providers], rounds,
+                          shape.tflops)
 
 
 def shape_columns(sweep, shape, environment):
@@ -364,7 +366,7 @@ def run_sweep(sweep, shapes, providers, args, write):
     environment = {"device": device_name(), "torch": torch.__version__, "triton": triton.__version__,
                    "command": args.command}
     rows = []
-    rounds = getattr(args, "rounds", None) or SWEEP_ROUNDS.get(sweep, 1)
+    rounds = sweep_rounds(sweep, getattr(args, "rounds", None))
     progress = tqdm(total=len(shapes) * len(providers), unit="run", dynamic_ncols=True,
                     disable=None)          # None: only on a terminal (no bars in notebooks or logs)
     for shape in shapes:
@@ -620,7 +622,7 @@ def main(argv=None):
         from fa2 import bench_dropin
         return bench_dropin.exit_code(bench_dropin.run_sweep(args.sweep, args.out, args.providers,
                                                              command=args.command, rep_ms=args.rep_ms,
-                                                             rounds=args.rounds or SWEEP_ROUNDS.get(args.sweep, 1)))
+                                                             rounds=sweep_rounds(args.sweep, args.rounds)))
     if args.sweep == "decode":        # fa2.decode against its peers: a sweep of its own (fa2/bench_decode.py)
         from fa2 import bench_decode
         rows = bench_decode.run_sweep(args.out, quick=args.quick, tune=not args.no_tune, command=args.command,

@@ -26,7 +26,6 @@ between calls), every provider in the same process.
 """
 
 import csv
-import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +38,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import fa2
 from fa2 import runtime
-from fa2.bench import flash_attn_version, truncated
+from fa2.bench import error_text, flash_attn_version, time_in_rounds, truncated
 from fa2.chapters.varlen_reference import masked_attention_reference, random_varlen, visible_window
 from fa2.testing import rel_err, time_ms
 
@@ -297,10 +296,6 @@ def default_providers():
 
 # ------------------------------------------------------------------------------------------------ measuring
 
-def _error(error):
-    return f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
-
-
 def prepare(provider, problem, x, ref_rows, ref, rep_ms):
     """(row, timer): the provider's output checked on the reference rows into a CSV row without times, and
     timer() -> ms of one timing (None if it could not run: the error column says why)."""
@@ -312,7 +307,7 @@ def prepare(provider, problem, x, ref_rows, ref, rep_ms):
         row["rel_err"], row["check"] = f"{err:.2e}", "ok" if err <= MAX_REL_ERR else "fail"   # NaN fails
         del out
     except Exception as error:                        # missing package, refused shape, OOM: record, go on
-        row["error"] = _error(error)
+        row["error"] = error_text(error)
         return row, None
     return row, lambda: time_ms(fn, warmup_ms=25.0, rep_ms=rep_ms)
 
@@ -323,28 +318,10 @@ def measure(provider, problem, x, ref_rows, ref, rep_ms, rounds=1):
 
 
 def measure_rounds(providers, problem, x, ref_rows, ref, rep_ms, rounds):
-    """The rows of every provider at one problem: each checked first, then timed once per round, round r
-    starting at the r-th provider (the order rotated; fa2.bench's --rounds), the median kept."""
-    prepared = [prepare(p, problem, x, ref_rows, ref, rep_ms) for p in providers]
-    live = [i for i, (_, timer) in enumerate(prepared) if timer is not None]
-    times = {i: [] for i in live}
-    for r in range(rounds):
-        for i in (live[r % len(live):] + live[:r % len(live)]) if live else []:
-            row, timer = prepared[i]
-            if row["error"]:
-                continue
-            try:
-                times[i].append(timer())
-            except Exception as error:
-                row["error"], times[i] = _error(error), []
-    rows = []
-    for i, (row, _) in enumerate(prepared):
-        ts = times.get(i, [])
-        if ts and not row["error"]:
-            ms = statistics.median(ts)
-            row.update(ms=f"{ms:.5g}", tflops=f"{problem.tflops(ms):.5g}", rounds=len(ts),
-                       round_ms=" ".join(f"{t:.5g}" for t in ts))
-        rows.append(row)
+    """The rows of every provider at one problem: each checked first, then timed in `rounds` interleaved rounds
+    (fa2.bench.time_in_rounds: the order rotated, the median kept)."""
+    rows = time_in_rounds([prepare(p, problem, x, ref_rows, ref, rep_ms) for p in providers], rounds,
+                          problem.tflops)
     if runtime.DEVICE == "cuda":
         torch.cuda.synchronize()
     return rows

@@ -8,9 +8,7 @@ by cudaProfilerStart/Stop after warm-up calls, L2 flushed before each kernel (nc
 not locked (--clock-control none). The CSV is ncu's raw page (--page raw --csv) for every kernel profiled.
 """
 
-import glob
 import os
-import shutil
 import subprocess
 import sys
 
@@ -41,7 +39,10 @@ def target():
 
 
 def main(out):
-    ncu = shutil.which("ncu") or sorted(glob.glob("/usr/local/cuda*/bin/ncu"))[-1]
+    from fa2.profile import find_ncu
+    ncu = find_ncu()
+    if ncu is None:
+        sys.exit("decode_paged_ncu.py: no ncu (Nsight Compute) on this machine")
     command = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--metrics", ",".join(METRICS),
                "--page", "raw", "--csv", sys.executable, __file__, "--target"]
     done = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ))

@@ -60,7 +60,7 @@ COLUMNS = ["sweep", "provider", "label", "B", "H", "Hkv", "N_Q", "N_KV", "D", "d
 # order rotated each round, "ms" the median (chapter 11, §11.1: on a power-bound GPU the first kernel timed after
 # an idle spell runs on the coolest chip, which favoured whichever provider came first by 7-12 % at the headline
 # shape, book/results/money_order.md).
-SWEEP_ROUNDS = {"money": 5, "headline": 3, "varlen": 3, "window": 3}
+SWEEP_ROUNDS = {"money": 5, "headline": 3, "varlen": 3, "window": 3, "decode": 3}
 
 
 def sweep_rounds(sweep, rounds=None):
@@ -626,7 +626,8 @@ def main(argv=None):
     if args.sweep == "decode":        # fa2.decode against its peers: a sweep of its own (fa2/bench_decode.py)
         from fa2 import bench_decode
         rows = bench_decode.run_sweep(args.out, quick=args.quick, tune=not args.no_tune, command=args.command,
-                                      plot_png=not args.no_plot, names=args.providers)
+                                      plot_png=not args.no_plot, names=args.providers,
+                                      rounds=sweep_rounds(args.sweep, args.rounds))
         bad = [r for r in rows if (r["provider"] == "fa2" and r["check"] == "error")
                or (r["provider"].startswith("fa2") and r["check"] == "fail")]   # a candidate may not compile
         return 1 if bad else 0

@@ -17,7 +17,10 @@ once on each of several independent input sets (together over twice the L2 cache
 DRAM; no host time); ``gpu_us_l2`` the same with a single input set (warm L2 where the caches fit);
 ``host_us`` host time to issue one eager call (a loop of calls without synchronisation); ``timer`` says
 how gpu_us was taken ("eager": the provider could not be captured in a graph, do_bench median instead;
-"wall": the CPU). Before it is timed, each output is compared with an fp64 reference:
+"wall": the CPU). A shape's providers are timed in ``rounds`` interleaved rounds (``--rounds``, default 3 for
+this sweep; each round starts one provider later, ``gpu_us`` is the median, ``round_us`` every round's), since on
+a power-bound GPU the first kernel timed after an idle spell runs on the coolest chip (chapter 11, §11.1); the
+tuning candidates (``fa2_tune``) are timed once. Before it is timed, each output is compared with an fp64 reference:
 ``rel_err`` = max|o - ref| / max|ref| with full caches, ``rel_err_ragged`` (fa2 only) with random lengths
 and NaN written past them; NaN or more than MAX_REL_ERR gives check=fail.
 
@@ -38,6 +41,7 @@ split heuristic, ``fa2.decode.GPU_CONFIG`` and ``PAGED_EXTRA_STAGES`` are chosen
 import csv
 import math
 import re
+import statistics
 import textwrap
 import time
 from dataclasses import dataclass
@@ -51,7 +55,7 @@ import triton.testing
 
 import fa2
 from fa2 import runtime
-from fa2.bench import flash_attn_version, truncated
+from fa2.bench import error_text, flash_attn_version, truncated
 from fa2.chapters.decode_reference import decode_reference, poison_past, random_cache
 from fa2.chapters.flash_decoding import cache_geometry, decode_tiles, num_splits_heuristic
 from fa2.decoding import MAX_SPLITS, DecodePlan, choose_num_splits, sm_count
@@ -60,7 +64,7 @@ from fa2.testing import rel_err, rotation_size, time_ms
 
 COLUMNS = ["sweep", "provider", "label", "layout", "B", "Hq", "Hkv", "N_Q", "N", "D", "dtype", "block_n",
            "num_warps", "num_stages", "num_splits", "gpu_us", "gpu_us_l2", "host_us", "gbs", "pct_of_copy",
-           "rel_err", "rel_err_ragged", "check", "error", "timer", "device", "torch", "triton", "command"]
+           "rel_err", "rel_err_ragged", "check", "error", "timer", "rounds", "round_us", "device", "torch", "triton", "command"]
 INT_COLUMNS = ("B", "Hq", "Hkv", "N_Q", "N", "D")
 MAX_REL_ERR = 2e-2
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -316,9 +320,9 @@ def launch_columns(provider, x):
             "num_splits": splits}
 
 
-def measure(provider, shape, sets, ref, full=True):
-    """One CSV row: check the provider's output against ref, then time it; an error fills the error column.
-    full=False (tuning rows): GPU time with rotation only."""
+def prepare(provider, shape, sets, ref):
+    """(row, fn): the provider's CSV row with its output checked against ref, and the function to time (None
+    where building or running it failed: the error column says why)."""
     row = {"provider": provider.name, "label": provider.label, "check": "error", "error": ""}
     try:
         if provider.name.startswith("fa2"):
@@ -332,20 +336,57 @@ def measure(provider, shape, sets, ref, full=True):
             row["rel_err"] = f"{err:.2e}"
             row["check"] = "ok" if err <= MAX_REL_ERR else "fail"      # NaN fails too
         del out
-        gpu_us, row["timer"] = gpu_time_us(fn, sets)
-        row["gpu_us"] = f"{gpu_us:.4g}"
-        if full:
-            row["gpu_us_l2"] = f"{gpu_time_us(fn, sets[:1])[0]:.4g}" if len(sets) > 1 else row["gpu_us"]
-            row["host_us"] = f"{host_time_us(fn, sets[0], gpu_us):.4g}"
-        if provider.name == "copy":                      # bytes read + bytes written
-            moved = 2 * sum(t.numel() * t.element_size() for t in (sets[0].k_cache, sets[0].v_cache))
-            row["gbs"] = f"{moved / (gpu_us * 1e-6) / 1e9:.5g}"
-        else:
-            row["gbs"] = f"{shape.kv_bytes() / (gpu_us * 1e-6) / 1e9:.5g}"
-    except Exception as error:                           # refused shape, OOM, capture failure: record, go on
-        row["error"] = f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
+        return row, fn
+    except Exception as error:                           # refused shape, OOM: record, go on
+        row["error"] = error_text(error)
         synchronize()
-    return row
+        return row, None
+
+
+def time_rows(prepared, shape, sets, rounds=1, full=True):
+    """Time the prepared [(row, fn)] in `rounds` interleaved rounds: each fn's GPU time (gpu_time_us) once per
+    round, round r starting at the r-th (the order rotated, as fa2.bench's --rounds), the median kept as gpu_us
+    and every round's in round_us. Then, once each: GB/s, and with full the L2-resident time and the host time
+    per eager call (full=False, tuning rows: GPU time only). A capture failure or OOM fills the error column."""
+    live = [i for i, (_, fn) in enumerate(prepared) if fn is not None]
+    times = {i: [] for i in live}
+    for r in range(rounds):
+        for i in live[r % len(live):] + live[:r % len(live)] if live else []:
+            row, fn = prepared[i]
+            if row["error"]:
+                continue
+            try:
+                us, row["timer"] = gpu_time_us(fn, sets)
+                times[i].append(us)
+            except Exception as error:
+                row["error"] = error_text(error)
+                synchronize()
+    for i in live:
+        row, fn = prepared[i]
+        if row["error"] or not times[i]:
+            continue
+        try:
+            gpu_us = statistics.median(times[i])
+            row.update(gpu_us=f"{gpu_us:.4g}", rounds=len(times[i]),
+                       round_us=" ".join(f"{t:.4g}" for t in times[i]))
+            if full:
+                row["gpu_us_l2"] = f"{gpu_time_us(fn, sets[:1])[0]:.4g}" if len(sets) > 1 else row["gpu_us"]
+                row["host_us"] = f"{host_time_us(fn, sets[0], gpu_us):.4g}"
+            if row["provider"] == "copy":                # bytes read + bytes written
+                moved = 2 * sum(t.numel() * t.element_size() for t in (sets[0].k_cache, sets[0].v_cache))
+                row["gbs"] = f"{moved / (gpu_us * 1e-6) / 1e9:.5g}"
+            else:
+                row["gbs"] = f"{shape.kv_bytes() / (gpu_us * 1e-6) / 1e9:.5g}"
+        except Exception as error:
+            row["error"] = error_text(error)
+            synchronize()
+    return [row for row, _ in prepared]
+
+
+def measure(provider, shape, sets, ref, full=True):
+    """One CSV row: check the provider's output against ref, then time it (one round); an error fills the error
+    column. full=False (tuning rows): GPU time with rotation only."""
+    return time_rows([prepare(provider, shape, sets, ref)], shape, sets, 1, full)[0]
 
 
 def shape_columns(sweep, shape, environment):
@@ -359,9 +400,10 @@ def device_name():
     return "CPU (Triton interpreter)" if runtime.INTERPRET else "CPU"
 
 
-def run_shapes(shapes, names, write, sweep="decode", tune=True, quick=False, command=""):
-    """Measure every (shape, provider), pass each row to write as soon as it exists. Returns the rows and the
-    heuristic's split count per (B, N) for each count of programs per SM (see heuristic_picks)."""
+def run_shapes(shapes, names, write, sweep="decode", tune=True, quick=False, command="", rounds=1):
+    """Measure every (shape, provider), pass each row to write as soon as it exists; the named providers of a
+    shape are timed in `rounds` interleaved rounds (time_rows), the tuning candidates in one. Returns the rows
+    and the heuristic's split count per (B, N) for each count of programs per SM (see heuristic_picks)."""
     environment = {"device": device_name(), "torch": torch.__version__, "triton": triton.__version__,
                    "command": command}
     every = providers()
@@ -377,14 +419,13 @@ def run_shapes(shapes, names, write, sweep="decode", tune=True, quick=False, com
             synchronize()
             continue
         ref = reference(sets[0])
-        shape_rows = []
         picks[(shape.B, shape.N)] = heuristic_picks(sets[0])
         tuning = tuning_providers(quick, picks[(shape.B, shape.N)].values()) if tune else []
-        for provider in chosen + tuning:
-            if not provider.applies(shape):
-                continue
-            shape_rows.append({**shape_columns(sweep, shape, environment),
-                               **measure(provider, shape, sets, ref, full=provider.name != "fa2_tune")})
+        prepared = [prepare(provider, shape, sets, ref) for provider in chosen if provider.applies(shape)]
+        measured = time_rows(prepared, shape, sets, rounds)
+        measured += [measure(provider, shape, sets, ref, full=False) for provider in tuning
+                     if provider.applies(shape)]
+        shape_rows = [{**shape_columns(sweep, shape, environment), **row} for row in measured]
         ragged = {r["provider"]: r for r in shape_rows
                   if r["provider"] in ("fa2", *VARIANTS) and r["check"] != "error"}
         if ragged:                                       # last: it writes NaN into the first set's caches
@@ -406,9 +447,9 @@ def run_shapes(shapes, names, write, sweep="decode", tune=True, quick=False, com
     return rows, picks
 
 
-def run_sweep(out_dir, quick=False, tune=True, shapes=None, names=None, command="", plot_png=True):
-    """Check and time the family (or shapes), write out_dir/decode.csv (and .png), print the summary.
-    Returns the rows."""
+def run_sweep(out_dir, quick=False, tune=True, shapes=None, names=None, command="", plot_png=True, rounds=1):
+    """Check and time the family (or shapes), each shape's providers in `rounds` interleaved rounds, write
+    out_dir/decode.csv (and .png), print the summary. Returns the rows."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     shapes = family(quick) if shapes is None else shapes
@@ -424,7 +465,7 @@ def run_sweep(out_dir, quick=False, tune=True, shapes=None, names=None, command=
             writer.writerow(row)
             file.flush()
 
-        rows, picks = run_shapes(shapes, names, write, tune=tune, quick=quick, command=command)
+        rows, picks = run_shapes(shapes, names, write, tune=tune, quick=quick, command=command, rounds=rounds)
     print_summary(rows, picks)
     print(f"wrote {csv_path}")
     if plot_png:

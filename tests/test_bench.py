@@ -132,5 +132,5 @@ def test_rounds_rotate_the_order_and_keep_the_median(tmp_path, monkeypatch):
 
 
 def test_money_headline_and_dropin_sweeps_are_timed_in_rounds_by_default():
-    assert bench.SWEEP_ROUNDS == {"money": 5, "headline": 3, "varlen": 3, "window": 3}
+    assert bench.SWEEP_ROUNDS == {"money": 5, "headline": 3, "varlen": 3, "window": 3, "decode": 3}
     assert bench.parse_args(["--sweep", "tiny"]).rounds is None

@@ -101,6 +101,26 @@ def test_goals_print_one_line_each(capsys):
     assert len([line for line in lines if line.startswith(("MET", "MISS"))]) == 4
 
 
+def test_rounds_rotate_the_order_and_keep_the_median(tmp_path, monkeypatch):
+    """rounds=R (fa2.bench --rounds; the decode sweep defaults to 3): each provider checked, then its GPU time
+    taken once per round with the order rotated, the median kept (a stand-in timer returns 1, 2, 3, ... in call
+    order; with copy and fa2 the order is copy fa2, fa2 copy, copy fa2); GB/s follows the median."""
+    ticks = iter(range(1, 1000))
+    calls = []
+    monkeypatch.setattr(bench_decode, "gpu_time_us",
+                        lambda fn, sets: (calls.append(fn) or float(next(ticks)), "stand-in"))
+    shape = bench_decode.DecodeShape(1, 48, 0, Hq=4, Hkv=2, D=32)
+    rows = bench_decode.run_sweep(tmp_path, shapes=[shape], names=["copy", "fa2"], tune=False, plot_png=False,
+                                  rounds=3)
+    by = {r["provider"]: r for r in rows}
+    assert by["copy"]["round_us"] == "1 4 5" and float(by["copy"]["gpu_us"]) == 4 and by["copy"]["rounds"] == 3
+    assert by["fa2"]["round_us"] == "2 3 6" and float(by["fa2"]["gpu_us"]) == 3 and by["fa2"]["rounds"] == 3
+    assert float(by["fa2"]["gbs"]) == pytest.approx(shape.kv_bytes() / 3e-6 / 1e9, rel=1e-4)
+    assert by["fa2"]["check"] == "ok" and by["fa2"]["timer"] == "stand-in"
+    with open(tmp_path / "decode.csv", newline="") as file:
+        assert [r["round_us"] for r in csv.DictReader(file)] == ["1 4 5", "2 3 6"]
+
+
 def test_cli_decode_sweep_takes_providers(tmp_path, monkeypatch):
     """`python -m fa2.bench --sweep decode --providers copy,fa2` times only those (the book's family run leaves out
     the variants); an unknown name is an error naming it; without --providers every decode provider runs."""

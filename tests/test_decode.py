@@ -93,6 +93,23 @@ def test_split_s_takes_every_sth_tile(page_size):
         assert abs(lse_part[0, 0, 0, s].item() - expected.item()) < 1e-3, s
 
 
+@pytest.mark.parametrize("page_size,block_n", [(16, 32), (16, 64), (32, 64), (64, 16)],
+                         ids=["page16-tile32", "page16-tile64", "page32-tile64", "page64-tile16"])
+def test_tiles_that_cover_several_pages_or_part_of_one(page_size, block_n):
+    """_cache_rows reads one block-table entry per page a tile covers (page < tile) or one per tile (page >=
+    tile): ragged lengths that end mid-page and mid-tile, a window (the first tile starts past key 0), pages in
+    random order, and table entries past each row's pages set to a page that does not exist (never followed)."""
+    lengths = seqlens(150, 37, 1)
+    q, k, v, table = inputs(3, 8, 2, 2, 32, 160, lengths, torch.bfloat16, page_size, seed=7)
+    used = (lengths.long() + page_size - 1) // page_size                      # pages holding keys, per row
+    table[torch.arange(table.shape[1], device=DEVICE)[None, :] >= used[:, None]] = 2 ** 30
+    for splits, window in ((1, None), (3, None), (2, (40, 0))):
+        plan = DecodePlan(q, k, v, lengths, table, 32 ** -0.5, splits, decoding._window_left(window), 0.0,
+                          config=dict(block_n=block_n))
+        o, lse = plan(q, k, v, lengths, table)
+        assert_matches_reference(o, lse, q, k, v, lengths, table, window=window)
+
+
 def test_strided_cache_and_q():
     """Caches seen through a transpose ((B, N, H, D) buffers) and q with no unit stride but the last."""
     lengths = seqlens(50, 23)

@@ -21,13 +21,22 @@ def _tanh(x):
 
 
 @triton.jit
-def _cache_rows(BLOCK_TABLE, table_row, stride_table_p, kv_idx, off_b,
+def _cache_rows(BLOCK_TABLE, table_row, stride_table_p, tile_start, kv_idx, seqlen, off_b,
                 stride_k_outer, stride_k_row, stride_v_outer, stride_v_row,
-                load_key, PAGE_SIZE: tl.constexpr):
-    """Offsets of the cache rows that hold keys kv_idx (BLOCK_N,), in K and in V."""
+                PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Offsets of the cache rows that hold keys kv_idx = tile_start + [0, BLOCK_N), in K and in V.
+    Tiles start on the BLOCK_N grid, so a tile lies in one page or covers whole pages."""
     if PAGE_SIZE > 0:  # key j: row j % PAGE_SIZE of page block_table[b, j // PAGE_SIZE]
-        page = tl.load(BLOCK_TABLE + table_row + (kv_idx // PAGE_SIZE) * stride_table_p,
-                       mask=load_key, other=0).to(tl.int64)              # (BLOCK_N,)
+        if PAGE_SIZE >= BLOCK_N:   # the tile is in one page: one table entry (a valid one,
+            page = tl.load(BLOCK_TABLE + table_row            # as tile_start < seqlen)
+                           + (tile_start // PAGE_SIZE) * stride_table_p).to(tl.int64)
+        else:                      # the tile covers BLOCK_N / PAGE_SIZE pages: each entry once
+            offs_p = tl.arange(0, BLOCK_N // PAGE_SIZE)
+            pages = tl.load(BLOCK_TABLE + table_row
+                            + (tile_start // PAGE_SIZE + offs_p) * stride_table_p,
+                            mask=tile_start + offs_p * PAGE_SIZE < seqlen, other=0)
+            page = tl.reshape(tl.broadcast_to(pages[:, None], (BLOCK_N // PAGE_SIZE, PAGE_SIZE)),
+                              (BLOCK_N,)).to(tl.int64)                  # (BLOCK_N,) key j's page
         row = (kv_idx % PAGE_SIZE).to(tl.int64)
         return (page * stride_k_outer + row * stride_k_row,
                 page * stride_v_outer + row * stride_v_row)
@@ -103,9 +112,9 @@ def _split_kv_kernel(
     for kv_tile_start in range(split_start, seqlen, BLOCK_N * num_splits):
         kv_idx = kv_tile_start + offs_n                                # (BLOCK_N,)
         load_key = (kv_idx >= kv_lo) & (kv_idx < seqlen)               # the prefix only
-        k_rows, v_rows = _cache_rows(BLOCK_TABLE, table_row, stride_table_p, kv_idx,
-                                     off_b, stride_k_outer, stride_k_row,
-                                     stride_v_outer, stride_v_row, load_key, PAGE_SIZE)
+        k_rows, v_rows = _cache_rows(BLOCK_TABLE, table_row, stride_table_p, kv_tile_start,
+                                     kv_idx, seqlen, off_b, stride_k_outer, stride_k_row,
+                                     stride_v_outer, stride_v_row, PAGE_SIZE, BLOCK_N)
         load_mask = load_key[:, None] & d_live[None, :]
         # K and V tiles, (BLOCK_N, HEAD_DIM): zeros outside the prefix and past D
         k = tl.load(k_head + k_rows[:, None], mask=load_mask, other=0.0)

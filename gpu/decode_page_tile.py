@@ -1,0 +1,122 @@
+"""A paged cache's page look-up per key tile instead of per key, and the pipeline depth of one-tile splits (an H200).
+
+    python gpu/decode_page_tile.py OUT [ROUNDS]     # OUT/decode_page_tile.csv, a row per (shape, variant)
+
+Chapter 9's `_cache_rows` reads one block-table entry per key of a tile (a gather of BLOCK_N entries). Tiles start
+on the BLOCK_N grid, so where PAGE_SIZE >= BLOCK_N a tile lies in one page: one scalar read gives its page
+("page_tile", a mutant of chapter 9's module). Where PAGE_SIZE < BLOCK_N the tile spans BLOCK_N / PAGE_SIZE pages:
+read those entries once and broadcast each over its PAGE_SIZE keys ("page_vec"; "page_tile" covers both cases).
+Beside them: the shipped launch at fewer pipeline stages (a B = 1, 1k-key split has one tile, so the pipeline only
+adds a prologue). Per shape every variant is checked against the shipped launch (rel_err <= 1e-2), then timed in
+ROUNDS interleaved rounds (order rotated each round; CUDA-graph replays, fa2.bench_decode.gpu_time_us), the median
+kept; and against the fp64 reference with ragged lengths and NaN past them (fa2.bench_decode.ragged_error; the
+larger error is the row's rel_err). Contiguous twins of each shape are timed in the same rounds, so "vs_contiguous" compares like with like.
+"""
+
+import csv
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import decode_explore as ex                         # noqa: E402  (plan_fn, environment, shape_inputs)
+from fa2 import bench_decode as bd                  # noqa: E402
+from fa2 import runtime                             # noqa: E402
+from fa2.chapters import flash_decoding             # noqa: E402
+from fa2.testing import mutant, rel_err             # noqa: E402
+
+SIGNATURE = ("                load_key, PAGE_SIZE: tl.constexpr):",
+             "                load_key, PAGE_SIZE: tl.constexpr, tile_start, seqlen, BLOCK_N: tl.constexpr):")
+CALL = ("stride_v_outer, stride_v_row, load_key, PAGE_SIZE)",
+        "stride_v_outer, stride_v_row, load_key, PAGE_SIZE,\n"
+        "                                     kv_tile_start, seqlen, BLOCK_N)")
+GATHER = ("        page = tl.load(BLOCK_TABLE + table_row + (kv_idx // PAGE_SIZE) * stride_table_p,\n"
+          "                       mask=load_key, other=0).to(tl.int64)              # (BLOCK_N,)\n")
+ONE_PAGE = ("        if PAGE_SIZE >= BLOCK_N:   # the tile lies in one page: one entry\n"
+            "            page = tl.load(BLOCK_TABLE + table_row\n"
+            "                           + (tile_start // PAGE_SIZE) * stride_table_p).to(tl.int64)\n")
+SPANNED = ("            offs_p = tl.arange(0, BLOCK_N // PAGE_SIZE)\n"
+           "            pages = tl.load(BLOCK_TABLE + table_row + (tile_start // PAGE_SIZE + offs_p) * stride_table_p,\n"
+           "                            mask=tile_start + offs_p * PAGE_SIZE < seqlen, other=0).to(tl.int64)\n"
+           "            page = tl.reshape(tl.broadcast_to(pages[:, None], (BLOCK_N // PAGE_SIZE, PAGE_SIZE)),\n"
+           "                              (BLOCK_N,))\n")
+PAGE_TILE = mutant(flash_decoding, {SIGNATURE[0]: SIGNATURE[1], CALL[0]: CALL[1],
+                                    GATHER: ONE_PAGE + "        else:\n" + SPANNED})
+PAGE_ONE = mutant(flash_decoding, {SIGNATURE[0]: SIGNATURE[1], CALL[0]: CALL[1],
+                                   GATHER: ONE_PAGE + "        else:\n" + GATHER.replace("        ", "            ")})
+SHAPES = [(1, 1024), (1, 4096), (1, 8192), (1, 131072), (8, 1024), (8, 32768), (32, 8192)]
+SMOKE = [(1, 48), (2, 40)]
+LAYOUTS = (16, 256)
+COLUMNS = ["B", "N", "layout", "variant", "block_n", "num_warps", "num_stages", "num_splits", "gpu_us", "round_us",
+           "vs_shipped", "vs_contiguous", "rel_err", "check", "device", "torch", "triton", "command"]
+
+
+def variants(paged):
+    """(name, module, config) to time for one cache layout; None config: the shipped launch options."""
+    if not paged:
+        return [("shipped", flash_decoding, None), ("stages2", flash_decoding, dict(num_stages=2))]
+    return [("shipped", flash_decoding, None),
+            ("stages3", flash_decoding, dict(num_stages=3)),
+            ("stages2", flash_decoding, dict(num_stages=2)),
+            ("page_one", PAGE_ONE, None),
+            ("page_tile", PAGE_TILE, None),
+            ("page_tile_stages3", PAGE_TILE, dict(num_stages=3))]
+
+
+def main(out, rounds=3):
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    gpu = runtime.DEVICE == "cuda"
+    shape_kw = {} if gpu else dict(Hq=4, Hkv=2, D=32)
+    with open(out / "decode_page_tile.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, COLUMNS)
+        writer.writeheader()
+        context = ex.environment()
+        for B, N in (SHAPES if gpu else SMOKE):
+            entries = []             # (layout, variant, fn, sets, cfg, splits, err)
+            ragged = {}              # layout -> {variant: rel_err against fp64, ragged lengths, poison}
+            for page in (0,) + LAYOUTS:
+                shape = bd.DecodeShape(B, N, page, **shape_kw)
+                sets = bd.input_sets(shape, torch.Generator(runtime.DEVICE).manual_seed(0))
+                x = sets[0]
+                shipped = ex.plan_fn(flash_decoding, x, None, None)
+                expected = shipped(x).float()
+                splits = ex.decoding.choose_num_splits(x.q, x.k_cache, x.block_table)
+                for name, module, cfg in variants(page > 0):
+                    try:
+                        fn = ex.plan_fn(module, x, cfg, None)
+                        err = rel_err(fn(x).float(), expected)
+                    except Exception as error:
+                        print(f"  {shape.name()} {name}: {type(error).__name__}: {str(error)[:300]}", flush=True)
+                        continue
+                    entries.append((shape.layout, name, fn, sets, cfg, splits, err))
+                # fp64, ragged lengths in [1, N], NaN past them: on a fresh input set (poison spoils it)
+                fresh = bd.make_inputs(shape, torch.Generator(runtime.DEVICE).manual_seed(1))
+                fns = {e[1]: e[2] for e in entries if e[0] == shape.layout}
+                ragged[shape.layout] = bd.ragged_error(fresh, torch.Generator(runtime.DEVICE).manual_seed(2), fns)
+            times = {(e[0], e[1]): [] for e in entries}
+            for r in range(rounds if gpu else 1):
+                order = entries[r % len(entries):] + entries[:r % len(entries)]
+                for layout, name, fn, sets, *_ in order:
+                    times[(layout, name)].append(bd.gpu_time_us(fn, sets)[0])
+            median = {k: statistics.median(v) for k, v in times.items()}
+            line = f"B={B} N={N}:"
+            for layout, name, fn, sets, cfg, splits, err in entries:
+                us = median[(layout, name)]
+                err = max(err, ragged[layout][name])
+                writer.writerow(dict(
+                    B=B, N=N, layout=layout, variant=name, num_splits=splits, gpu_us=f"{us:.4g}",
+                    round_us=" ".join(f"{t:.4g}" for t in times[(layout, name)]),
+                    vs_shipped=f"{us / median[(layout, 'shipped')]:.4f}",
+                    vs_contiguous=f"{us / median[('contiguous', 'shipped')]:.4f}",
+                    **{k: v for k, v in (cfg or {}).items() if k in COLUMNS},
+                    rel_err=f"{err:.1e}", check="ok" if err <= 1e-2 else "fail", **context))
+                line += f" | {layout} {name} {us:.2f}{'' if err <= 1e-2 else ' FAIL'}"
+            f.flush()
+            print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], *(int(a) for a in sys.argv[2:3]))

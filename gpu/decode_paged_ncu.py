@@ -38,26 +38,28 @@ def target():
         torch.cuda.cudart().cudaProfilerStop()
 
 
-def main(out):
+def profile(out, csv_name, script, metrics):
+    """Run `script --target` under ncu with `metrics`; write ncu's raw page to OUT/csv_name, its log to
+    OUT/ncu.log, and print each kernel's metrics."""
     from fa2.profile import find_ncu
     ncu = find_ncu()
     if ncu is None:
-        sys.exit("decode_paged_ncu.py: no ncu (Nsight Compute) on this machine")
-    command = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--metrics", ",".join(METRICS),
-               "--page", "raw", "--csv", sys.executable, __file__, "--target"]
+        sys.exit(f"{os.path.basename(script)}: no ncu (Nsight Compute) on this machine")
+    command = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--metrics", ",".join(metrics),
+               "--page", "raw", "--csv", sys.executable, script, "--target"]
     done = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ))
     open(os.path.join(out, "ncu.log"), "w").write(done.stderr + "\n" + "\n".join(
         line for line in done.stdout.splitlines() if not line.startswith('"')))
     rows = [line for line in done.stdout.splitlines() if line.startswith('"')]
-    open(os.path.join(out, "decode_paged_ncu.csv"), "w").write("\n".join(rows) + "\n")
+    open(os.path.join(out, csv_name), "w").write("\n".join(rows) + "\n")
     import csv
     table = list(csv.DictReader(rows))
     for r in table[1:]:                      # the second row holds units
-        print(r.get("Kernel Name", "")[:30], {m: r.get(m) for m in METRICS})
+        print(r.get("Kernel Name", "")[:30], {m: r.get(m) for m in metrics})
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "--target":
         target()
     else:
-        main(sys.argv[1])
+        profile(sys.argv[1], "decode_paged_ncu.csv", __file__, METRICS)

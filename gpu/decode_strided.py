@@ -34,16 +34,10 @@ from fa2.testing import mutant, rel_err
 
 from decode_explore import environment, plan_fn, shape_inputs   # gpu/decode_explore.py: this script's folder is on sys.path
 
-CHUNKED = {          # the assignment chapter 9 had before: split s takes one run of consecutive tiles
-    """    # this program's tiles: its own, then every num_splits-th one after it (interleaved)
-    split_start = kv_lo + split * BLOCK_N
-""": """    tiles_per_split = tl.cdiv(tl.cdiv(seqlen - kv_lo, BLOCK_N), num_splits)
-    split_start = kv_lo + split * tiles_per_split * BLOCK_N
-    split_end = tl.minimum(split_start + tiles_per_split * BLOCK_N, seqlen)
-""",
-    "for kv_tile_start in range(split_start, seqlen, BLOCK_N * num_splits):":
-    "for kv_tile_start in range(split_start, split_end, BLOCK_N):",
-}
+# How split s finds its tiles is a launch option now (decode_launch's `interleave`, by default from
+# INTERLEAVE_MIN_SPLITS splits on): these two mutants fix it either way for every split count.
+CHUNKED = {"INTERLEAVE_MIN_SPLITS = 8 ": "INTERLEAVE_MIN_SPLITS = 10 ** 9 "}   # one run of consecutive tiles
+STRIDED = {"INTERLEAVE_MIN_SPLITS = 8 ": "INTERLEAVE_MIN_SPLITS = 1 "}         # tiles s, s + S, s + 2S, ...
 PREFETCH = {
     "    offs_n = tl.arange(0, BLOCK_N)\n": """    offs_n = tl.arange(0, BLOCK_N)
     pages = tl.zeros([BLOCK_N], dtype=tl.int64)
@@ -52,11 +46,11 @@ PREFETCH = {
         pages = tl.load(BLOCK_TABLE + table_row + (idx0 // PAGE_SIZE) * stride_table_p,
                         mask=idx0 < N_CAP, other=0).to(tl.int64)
 """,
-    """        k_rows, v_rows = _cache_rows(BLOCK_TABLE, table_row, stride_table_p, kv_idx,
-                                     off_b, stride_k_outer, stride_k_row,
-                                     stride_v_outer, stride_v_row, load_key, PAGE_SIZE)""":
+    """        k_rows, v_rows = _cache_rows(BLOCK_TABLE, table_row, stride_table_p, kv_tile_start,
+                                     kv_idx, seqlen, off_b, stride_k_outer, stride_k_row,
+                                     stride_v_outer, stride_v_row, PAGE_SIZE, BLOCK_N)""":
     """        if PAGE_SIZE > 0:
-            next_idx = kv_idx + BLOCK_N * num_splits
+            next_idx = kv_idx + step
             next_pages = tl.load(BLOCK_TABLE + table_row + (next_idx // PAGE_SIZE) * stride_table_p,
                                  mask=next_idx < N_CAP, other=0).to(tl.int64)
             in_page = (kv_idx % PAGE_SIZE).to(tl.int64)
@@ -64,21 +58,22 @@ PREFETCH = {
             v_rows = pages * stride_v_outer + in_page * stride_v_row
             pages = next_pages
         else:
-            k_rows, v_rows = _cache_rows(BLOCK_TABLE, table_row, stride_table_p, kv_idx,
-                                         off_b, stride_k_outer, stride_k_row,
-                                         stride_v_outer, stride_v_row, load_key, PAGE_SIZE)""",
+            k_rows, v_rows = _cache_rows(BLOCK_TABLE, table_row, stride_table_p, kv_tile_start,
+                                         kv_idx, seqlen, off_b, stride_k_outer, stride_k_row,
+                                         stride_v_outer, stride_v_row, PAGE_SIZE, BLOCK_N)""",
 }
 FIRST_TILE = {       # the first tile of each split peeled, its loads masked by the capacity, not the length
-    "    offs_n = tl.arange(0, BLOCK_N)\n    for kv_tile_start in range(split_start, seqlen, BLOCK_N * num_splits):":
+    "    offs_n = tl.arange(0, BLOCK_N)\n    for kv_tile_start in range(split_start, split_end, step):":
     """    offs_n = tl.arange(0, BLOCK_N)
     # the first tile, peeled: its loads are masked by the capacity, not by the length, so they need not wait for
     # it (the block table's entries up to the capacity must be valid pages: no bounds check in this mutant);
     # keys past the length are masked out of the scores, and V's rows there are zeroed (NaN · 0 is NaN)
     kv_idx = split_start + offs_n
     in_cap = (kv_idx >= kv_lo) & (kv_idx < N_CAP)
-    k_rows, v_rows = _cache_rows(BLOCK_TABLE, table_row, stride_table_p, kv_idx,
-                                 off_b, stride_k_outer, stride_k_row,
-                                 stride_v_outer, stride_v_row, in_cap, PAGE_SIZE)
+    first = tl.where(split_start < N_CAP, split_start, 0)   # a table entry inside the row
+    k_rows, v_rows = _cache_rows(BLOCK_TABLE, table_row, stride_table_p, first,
+                                 kv_idx, N_CAP, off_b, stride_k_outer, stride_k_row,
+                                 stride_v_outer, stride_v_row, PAGE_SIZE, BLOCK_N)
     cap_mask = in_cap[:, None] & d_live[None, :]
     k = tl.load(k_head + k_rows[:, None], mask=cap_mask, other=0.0)
     v = tl.load(v_head + v_rows[:, None], mask=cap_mask, other=0.0)
@@ -98,11 +93,12 @@ FIRST_TILE = {       # the first tile of each split peeled, its loads masked by 
     row_sum = tl.sum(p, axis=1)
     acc = tl.dot(p.to(v.dtype), v)
     row_max = m_new
-    for kv_tile_start in range(split_start + BLOCK_N * num_splits, seqlen, BLOCK_N * num_splits):""",
+    for kv_tile_start in range(split_start + step, split_end, step):""",
 }
 # the committed decode_strided.csv was made when "chunked" was the shipped kernel: its rows say "shipped" there
-VARIANTS = {"chunked": mutant(flash_decoding, CHUNKED), "strided": flash_decoding,
-            "prefetch": mutant(flash_decoding, PREFETCH), "first": mutant(flash_decoding, FIRST_TILE)}
+VARIANTS = {"chunked": mutant(flash_decoding, CHUNKED), "strided": mutant(flash_decoding, STRIDED),
+            "prefetch": mutant(flash_decoding, dict(STRIDED, **PREFETCH)),
+            "first": mutant(flash_decoding, dict(STRIDED, **FIRST_TILE))}
 GPU_SHAPES = [(1, 1024, 0), (1, 1024, 16), (1, 1024, 256), (8, 1024, 0), (8, 1024, 16), (8, 1024, 256),
               (1, 8192, 0), (1, 8192, 16), (1, 131072, 0), (1, 131072, 16), (32, 8192, 16)]
 CPU_SHAPES = [bd.DecodeShape(2, 100, 16, Hq=4, Hkv=2, D=32), bd.DecodeShape(2, 90, 0, Hq=4, Hkv=2, D=32),

@@ -72,10 +72,12 @@ def test_splits_agree_with_one_split():
     assert_matches_reference(o, lse, q, k, v, lengths, None)
 
 
+@pytest.mark.parametrize("interleave", [True, False], ids=["interleaved", "runs"])
 @pytest.mark.parametrize("page_size", [None, 16])
-def test_split_s_takes_every_sth_tile(page_size):
-    """Split s of S reads tiles s, s + S, s + 2S, ... of the valid keys (interleaved, section 9.5): its
-    partial LSE (base 2, in the workspace) is the logsumexp of exactly those keys' scores."""
+def test_split_s_takes_its_tiles(page_size, interleave):
+    """Interleaved, split s of S reads tiles s, s + S, s + 2S, ... of the valid keys; otherwise one run of
+    ceil(tiles / S) consecutive tiles (section 9.5): its partial LSE (base 2, in the workspace) is the logsumexp of
+    exactly those keys' scores."""
     block_n, splits, length = 16, 3, 100                   # 7 tiles, the last one partial
     lengths = seqlens(length)
     q, k, v, table = inputs(1, 1, 1, 1, 32, 112, lengths, torch.float16, page_size, seed=5)
@@ -83,14 +85,33 @@ def test_split_s_takes_every_sth_tile(page_size):
     o_part = torch.empty(1, 1, 1, splits, 32, dtype=torch.float32, device=DEVICE)
     lse_part = torch.empty(1, 1, 1, splits, dtype=torch.float32, device=DEVICE)
     for kernel, grid, args, options in decode_launch(q, k, v, lengths, table, o, lse, o_part, lse_part,
-                                                     0.25, splits, -1, 0.0, block_n, 4, 1):
+                                                     0.25, splits, -1, 0.0, block_n, 4, 1, interleave=interleave):
         kernel[grid](*args, **options)
     keys = k[0, 0, :length] if page_size is None else k[table[0].long()].reshape(-1, 32)[:length]
     scores = (keys.double() @ q[0, 0, 0].double()) * 0.25           # (length,)
     tile = torch.arange(length, device=DEVICE) // block_n
+    owner = tile % splits if interleave else tile // math.ceil(7 / splits)
     for s in range(splits):
-        expected = torch.logsumexp(scores[tile % splits == s], 0) / math.log(2)
+        expected = torch.logsumexp(scores[owner == s], 0) / math.log(2)
         assert abs(lse_part[0, 0, 0, s].item() - expected.item()) < 1e-3, s
+
+
+def test_splits_interleave_from_interleave_min_splits():
+    """The default assignment follows the split count (a shape, never a length): runs below
+    INTERLEAVE_MIN_SPLITS splits, interleaved tiles from there on; both agree with fp64."""
+    from fa2.chapters.flash_decoding import INTERLEAVE_MIN_SPLITS
+    lengths = seqlens(300, 129)
+    q, k, v, table = inputs(2, 4, 2, 1, 32, 304, lengths, torch.bfloat16, page_size=16, seed=3)
+    for splits in (INTERLEAVE_MIN_SPLITS - 1, INTERLEAVE_MIN_SPLITS):
+        o, lse = torch.empty_like(q), torch.empty(q.shape[:3], dtype=torch.float32, device=DEVICE)
+        o_part = torch.empty(*q.shape[:3], splits, 32, dtype=torch.float32, device=DEVICE)
+        lse_part = torch.empty(*q.shape[:3], splits, dtype=torch.float32, device=DEVICE)
+        launches = decode_launch(q, k, v, lengths, table, o, lse, o_part, lse_part, 32 ** -0.5, splits, -1, 0.0,
+                                 16, 4, 1)
+        assert launches[0][2][-2] == (splits >= INTERLEAVE_MIN_SPLITS)     # the kernel's INTERLEAVED
+        for kernel, grid, args, options in launches:
+            kernel[grid](*args, **options)
+        assert_matches_reference(o, lse, q, k, v, lengths, table)
 
 
 @pytest.mark.parametrize("page_size,block_n", [(16, 32), (16, 64), (32, 64), (64, 16)],

@@ -59,11 +59,11 @@ def _split_kv_kernel(
     PAGE_SIZE: tl.constexpr, HAS_SEQLENS: tl.constexpr, HAS_WINDOW: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, SPLIT: tl.constexpr, FUSED_COMBINE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    D: tl.constexpr, HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr,
+    D: tl.constexpr, HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr, INTERLEAVED: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
     pid_bkv = tl.program_id(0)                        # which (batch row, KV head)
-    split = tl.program_id(1)                          # which split: every S-th key tile
+    split = tl.program_id(1)                          # which split of the keys
     pid_m = tl.program_id(2)                          # which tile of packed query rows
     off_b = (pid_bkv // H_KV).to(tl.int64)
     off_kv_h = (pid_bkv % H_KV).to(tl.int64)
@@ -99,8 +99,12 @@ def _split_kv_kernel(
     if HAS_WINDOW:
         kv_lo = tl.maximum(seqlen - N_Q - window_left, 0)
     kv_lo = (kv_lo // BLOCK_N) * BLOCK_N              # tiles on the BLOCK_N grid
-    # this program's tiles: its own, then every num_splits-th one after it (interleaved)
-    split_start = kv_lo + split * BLOCK_N
+    if INTERLEAVED:   # this program's tiles: its own, then every num_splits-th one after it
+        split_start, split_end, step = kv_lo + split * BLOCK_N, seqlen, BLOCK_N * num_splits
+    else:             # one run of consecutive tiles
+        per_split = tl.cdiv(tl.cdiv(seqlen - kv_lo, BLOCK_N), num_splits)      # tiles
+        split_start = kv_lo + split * per_split * BLOCK_N
+        split_end, step = tl.minimum(split_start + per_split * BLOCK_N, seqlen), BLOCK_N
 
     table_row = off_b * stride_table_b
     k_head = K + off_kv_h * stride_kh + offs_d[None, :] * stride_kd
@@ -109,7 +113,7 @@ def _split_kv_kernel(
     row_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     offs_n = tl.arange(0, BLOCK_N)
-    for kv_tile_start in range(split_start, seqlen, BLOCK_N * num_splits):
+    for kv_tile_start in range(split_start, split_end, step):
         kv_idx = kv_tile_start + offs_n                                # (BLOCK_N,)
         load_key = (kv_idx >= kv_lo) & (kv_idx < seqlen)               # the prefix only
         k_rows, v_rows = _cache_rows(BLOCK_TABLE, table_row, stride_table_p, kv_tile_start,
@@ -221,6 +225,7 @@ def _combine_kernel(
 
 # %% book/09_flash_decoding.ipynb · cell 21
 MAX_BLOCK_M = 64     # packed rows per program; larger groups × N_Q take more programs
+INTERLEAVE_MIN_SPLITS = 8   # from this many splits on, splits take interleaved tiles (§9.5)
 
 
 def cache_geometry(k_cache, block_table):
@@ -251,14 +256,16 @@ def combine_counters(q, k_cache, block_table, block_n):
 
 def decode_launch(q, k_cache, v_cache, cache_seqlens, block_table, o, lse, o_part,
                   lse_part, scale, num_splits, window_left, softcap, block_n, num_warps,
-                  num_stages, counters=None, pdl=False):
+                  num_stages, counters=None, pdl=False, interleave=None):
     """The host side of a decode: [(kernel, grid, arguments in order, options)].
 
     It depends on shapes, strides, dtypes and flags only, never on cache_seqlens'
     values: `fa2.decode` builds it once per input signature. With splits and
     `counters` (combine_counters), the split-KV kernel combines too: one launch.
     pdl: launch with Programmatic Dependent Launch (launch_pdl, USE_PDL) -- only on
-    sm_90+ and never under the interpreter; the caller checks (fa2.decoding)."""
+    sm_90+ and never under the interpreter; the caller checks (fa2.decoding).
+    interleave: splits deal the key tiles out (split s takes s, s + S, ...) rather
+    than each taking one run; default: with INTERLEAVE_MIN_SPLITS splits or more."""
     B, H_Q, N_Q, D = q.shape
     H_KV, page_size, capacity = cache_geometry(k_cache, block_table)
     if block_table is None:   # strides as (outer, head, row, d); outer is the batch row
@@ -291,6 +298,7 @@ def decode_launch(q, k_cache, v_cache, cache_seqlens, block_table, o, lse, o_par
         window_left, page_size, cache_seqlens is not None, window_left >= 0,
         bool(softcap), split, fused, block_m, block_n, D, head_dim,
         splits if fused else 1,    # 1: one compiled kernel serves every split count
+        num_splits >= INTERLEAVE_MIN_SPLITS if interleave is None else bool(interleave),
         pdl), dict(num_warps=num_warps, num_stages=num_stages, **pdl_option))
     if not split or fused:
         return [split_kv]

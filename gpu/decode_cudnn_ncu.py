@@ -28,13 +28,7 @@ def target():
         shape = bd.DecodeShape(B, N)
         x = bd.make_inputs(shape, torch.Generator("cuda").manual_seed(0))
         for fn in (bd.build_fa2(shape, [x]), bd.build_sdpa(SDPBackend.CUDNN_ATTENTION)(shape, [x])):
-            for _ in range(10):
-                fn(x)
-            torch.cuda.synchronize()
-            torch.cuda.cudart().cudaProfilerStart()
-            fn(x)
-            torch.cuda.synchronize()
-            torch.cuda.cudart().cudaProfilerStop()
+            base.profiled_call(fn, x, warmup=10)
 
 
 if __name__ == "__main__":

@@ -28,14 +28,18 @@ def target():
     for page in LAYOUTS:
         shape = bd.DecodeShape(1, 1024, page)
         x = bd.make_inputs(shape, torch.Generator("cuda").manual_seed(0))
-        fn = bd.build_fa2(shape, [x])
-        for _ in range(20):
-            fn(x)
-        torch.cuda.synchronize()
-        torch.cuda.cudart().cudaProfilerStart()
+        profiled_call(bd.build_fa2(shape, [x]), x, warmup=20)
+
+
+def profiled_call(fn, x, warmup):
+    """fn(x) `warmup` times, then once more between cudaProfilerStart and Stop: the call ncu profiles."""
+    for _ in range(warmup):
         fn(x)
-        torch.cuda.synchronize()
-        torch.cuda.cudart().cudaProfilerStop()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    fn(x)
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
 
 
 def profile(out, csv_name, script, metrics):

@@ -403,7 +403,7 @@ def first(ptx, pattern):
 split_pointers = dict(Q="*bf16", K="*bf16", V="*bf16", SEQLENS="*i32", BLOCK_TABLE="*i32", O="*fp32",
                       LSE="*fp32", O_FINAL="*bf16", LSE_FINAL="*fp32", COUNTERS="*i32")
 split = dict(PAGE_SIZE=0, HAS_SEQLENS=True, HAS_WINDOW=False, HAS_SOFTCAP=False, SPLIT=True,
-             FUSED_COMBINE=False, BLOCK_M=16, BLOCK_N=64, D=128, HEAD_DIM=128, SPLITS=1)
+             FUSED_COMBINE=False, BLOCK_M=16, BLOCK_N=64, D=128, HEAD_DIM=128, SPLITS=1, INTERLEAVED=False)
 cases = {"split": (_split_kv_kernel, split, split_pointers, 3),
          "split_paged": (_split_kv_kernel, dict(split, PAGE_SIZE=16), split_pointers, 5),
          "split_fused": (_split_kv_kernel, dict(split, FUSED_COMBINE=True, SPLITS=8), split_pointers, 3),

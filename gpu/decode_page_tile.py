@@ -1,19 +1,25 @@
 """A paged cache's page look-up per key tile instead of per key, and the pipeline depth of one-tile splits (an H200).
 
+Chapter 9 now ships the per-page look-up ("page_tile" below); when book/results/decode_page_tile.csv was made it
+shipped the per-key gather, and that is what the rows named "shipped" (and "stages3", "stages2") still time: a
+mutant that puts the gather back.
+
     python gpu/decode_page_tile.py OUT [ROUNDS]     # OUT/decode_page_tile.csv, a row per (shape, variant)
 
-Chapter 9's `_cache_rows` reads one block-table entry per key of a tile (a gather of BLOCK_N entries). Tiles start
-on the BLOCK_N grid, so where PAGE_SIZE >= BLOCK_N a tile lies in one page: one scalar read gives its page
-("page_tile", a mutant of chapter 9's module). Where PAGE_SIZE < BLOCK_N the tile spans BLOCK_N / PAGE_SIZE pages:
-read those entries once and broadcast each over its PAGE_SIZE keys ("page_vec"; "page_tile" covers both cases).
-Beside them: the shipped launch at fewer pipeline stages (a B = 1, 1k-key split has one tile, so the pipeline only
-adds a prologue). Per shape every variant is checked against the shipped launch (rel_err <= 1e-2), then timed in
-ROUNDS interleaved rounds (order rotated each round; CUDA-graph replays, fa2.bench_decode.gpu_time_us), the median
-kept; and against the fp64 reference with ragged lengths and NaN past them (fa2.bench_decode.ragged_error; the
-larger error is the row's rel_err). Contiguous twins of each shape are timed in the same rounds, so "vs_contiguous" compares like with like.
+Before, chapter 9's `_cache_rows` read one block-table entry per key of a tile (a gather of BLOCK_N entries). Tiles
+start on the BLOCK_N grid, so where PAGE_SIZE >= BLOCK_N a tile lies in one page: one scalar read gives its page
+("page_one" does only that and keeps the gather for smaller pages). Where PAGE_SIZE < BLOCK_N the tile spans
+BLOCK_N / PAGE_SIZE pages: read those entries once and broadcast each over its PAGE_SIZE keys ("page_tile" does
+both: chapter 9's kernel now). Beside them: the per-key gather at fewer pipeline stages (a B = 1, 1k-key split has
+one tile, so the pipeline only adds a prologue). Per shape every variant is checked against the "shipped" row's
+output (rel_err <= 1e-2) and against the fp64 reference with ragged lengths and NaN past them
+(fa2.bench_decode.ragged_error; the larger error is the row's rel_err), then timed in ROUNDS interleaved rounds
+(order rotated each round; CUDA-graph replays, fa2.bench_decode.gpu_time_us), the median kept. Contiguous twins of
+each shape are timed in the same rounds, so "vs_contiguous" compares like with like.
 """
 
 import csv
+import inspect
 import statistics
 import sys
 from pathlib import Path
@@ -27,25 +33,21 @@ from fa2 import runtime                             # noqa: E402
 from fa2.chapters import flash_decoding             # noqa: E402
 from fa2.testing import mutant, rel_err             # noqa: E402
 
-SIGNATURE = ("                load_key, PAGE_SIZE: tl.constexpr):",
-             "                load_key, PAGE_SIZE: tl.constexpr, tile_start, seqlen, BLOCK_N: tl.constexpr):")
-CALL = ("stride_v_outer, stride_v_row, load_key, PAGE_SIZE)",
-        "stride_v_outer, stride_v_row, load_key, PAGE_SIZE,\n"
-        "                                     kv_tile_start, seqlen, BLOCK_N)")
+
+def _per_page_lookup():
+    """Chapter 9's per-page look-up in `_cache_rows`: the text from its `if PAGE_SIZE >= BLOCK_N:` to the line
+    that computes `row`."""
+    source = inspect.getsource(flash_decoding)
+    first = source.index("        if PAGE_SIZE >= BLOCK_N:")
+    return source[first:source.index("        row = (kv_idx % PAGE_SIZE)", first)]
+
+
+PER_PAGE = _per_page_lookup()
 GATHER = ("        page = tl.load(BLOCK_TABLE + table_row + (kv_idx // PAGE_SIZE) * stride_table_p,\n"
-          "                       mask=load_key, other=0).to(tl.int64)              # (BLOCK_N,)\n")
-ONE_PAGE = ("        if PAGE_SIZE >= BLOCK_N:   # the tile lies in one page: one entry\n"
-            "            page = tl.load(BLOCK_TABLE + table_row\n"
-            "                           + (tile_start // PAGE_SIZE) * stride_table_p).to(tl.int64)\n")
-SPANNED = ("            offs_p = tl.arange(0, BLOCK_N // PAGE_SIZE)\n"
-           "            pages = tl.load(BLOCK_TABLE + table_row + (tile_start // PAGE_SIZE + offs_p) * stride_table_p,\n"
-           "                            mask=tile_start + offs_p * PAGE_SIZE < seqlen, other=0).to(tl.int64)\n"
-           "            page = tl.reshape(tl.broadcast_to(pages[:, None], (BLOCK_N // PAGE_SIZE, PAGE_SIZE)),\n"
-           "                              (BLOCK_N,))\n")
-PAGE_TILE = mutant(flash_decoding, {SIGNATURE[0]: SIGNATURE[1], CALL[0]: CALL[1],
-                                    GATHER: ONE_PAGE + "        else:\n" + SPANNED})
-PAGE_ONE = mutant(flash_decoding, {SIGNATURE[0]: SIGNATURE[1], CALL[0]: CALL[1],
-                                   GATHER: ONE_PAGE + "        else:\n" + GATHER.replace("        ", "            ")})
+          "                       mask=kv_idx < seqlen, other=0).to(tl.int64)              # (BLOCK_N,)\n")
+ONE_PAGE_ONLY = PER_PAGE[:PER_PAGE.index("        else:")] + "        else:\n" + GATHER.replace("        ", "            ")
+PER_KEY = mutant(flash_decoding, {PER_PAGE: GATHER})          # one table read per key (chapter 9 before)
+PAGE_ONE = mutant(flash_decoding, {PER_PAGE: ONE_PAGE_ONLY})  # per tile where a page holds it, else per key
 SHAPES = [(1, 1024), (1, 4096), (1, 8192), (1, 131072), (8, 1024), (8, 32768), (32, 8192)]
 SMOKE = [(1, 48), (2, 40)]
 LAYOUTS = (16, 256)
@@ -57,12 +59,12 @@ def variants(paged):
     """(name, module, config) to time for one cache layout; None config: the shipped launch options."""
     if not paged:
         return [("shipped", flash_decoding, None), ("stages2", flash_decoding, dict(num_stages=2))]
-    return [("shipped", flash_decoding, None),
-            ("stages3", flash_decoding, dict(num_stages=3)),
-            ("stages2", flash_decoding, dict(num_stages=2)),
+    return [("shipped", PER_KEY, None),
+            ("stages3", PER_KEY, dict(num_stages=3)),
+            ("stages2", PER_KEY, dict(num_stages=2)),
             ("page_one", PAGE_ONE, None),
-            ("page_tile", PAGE_TILE, None),
-            ("page_tile_stages3", PAGE_TILE, dict(num_stages=3))]
+            ("page_tile", flash_decoding, None),
+            ("page_tile_stages3", flash_decoding, dict(num_stages=3))]
 
 
 def main(out, rounds=3):

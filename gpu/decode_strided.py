@@ -36,8 +36,9 @@ from decode_explore import environment, plan_fn, shape_inputs   # gpu/decode_exp
 
 # How split s finds its tiles is a launch option now (decode_launch's `interleave`, by default from
 # INTERLEAVE_MIN_SPLITS splits on): these two mutants fix it either way for every split count.
-CHUNKED = {"INTERLEAVE_MIN_SPLITS = 8 ": "INTERLEAVE_MIN_SPLITS = 10 ** 9 "}   # one run of consecutive tiles
-STRIDED = {"INTERLEAVE_MIN_SPLITS = 8 ": "INTERLEAVE_MIN_SPLITS = 1 "}         # tiles s, s + S, s + 2S, ...
+_RULE = f"INTERLEAVE_MIN_SPLITS = {flash_decoding.INTERLEAVE_MIN_SPLITS} "
+CHUNKED = {_RULE: "INTERLEAVE_MIN_SPLITS = 10 ** 9 "}   # one run of consecutive tiles
+STRIDED = {_RULE: "INTERLEAVE_MIN_SPLITS = 1 "}         # tiles s, s + S, s + 2S, ...
 PREFETCH = {
     "    offs_n = tl.arange(0, BLOCK_N)\n": """    offs_n = tl.arange(0, BLOCK_N)
     pages = tl.zeros([BLOCK_N], dtype=tl.int64)

@@ -311,25 +311,34 @@ def prepare(provider, shape, sets, ref, args):
     return row, timer
 
 
-def time_in_rounds(prepared, rounds, tflops):
-    """The rows of `prepared` [(row, timer)] (timer None: the provider could not run) with their times: every
-    timer called once per round, round r starting at the r-th (the order rotated), the median kept as "ms" with
-    TFLOP/s from tflops(ms), and every round's ms in "round_ms". A timer that raises drops out with its error.
-    fa2.bench's --rounds, and fa2.bench_dropin's."""
-    live = [i for i, (_, timer) in enumerate(prepared) if timer is not None]
-    times = {i: [] for i in live}
+def interleaved_rounds(timers, rounds):
+    """Call every timer once per round, round r starting at the r-th (the order rotated); a timer that raises
+    drops out. Returns (results, errors): per timer its results in call order ([] if it raised) and its error
+    text ("" if none). What fa2.bench, fa2.bench_dropin and fa2.bench_decode time their rounds with."""
+    results, errors = [[] for _ in timers], [""] * len(timers)
+    order = list(range(len(timers)))
     for r in range(rounds):
-        for i in (live[r % len(live):] + live[:r % len(live)]) if live else []:
-            row, timer = prepared[i]
-            if row["error"]:
+        for i in order[r % len(order):] + order[:r % len(order)] if order else []:
+            if errors[i]:
                 continue
             try:
-                times[i].append(timer())
+                results[i].append(timers[i]())
             except Exception as error:
-                row["error"], times[i] = error_text(error), []
-    for i, (row, _) in enumerate(prepared):
-        found = times.get(i, [])
-        if found and not row["error"]:
+                errors[i], results[i] = error_text(error), []
+    return results, errors
+
+
+def time_in_rounds(prepared, rounds, tflops):
+    """The rows of `prepared` [(row, timer)] (timer None: the provider could not run) with their times: every
+    timer called once per round in interleaved_rounds' rotated order, the median kept as "ms" with TFLOP/s from
+    tflops(ms), and every round's ms in "round_ms". A timer that raises drops out with its error.
+    fa2.bench's --rounds, and fa2.bench_dropin's."""
+    live = [(row, timer) for row, timer in prepared if timer is not None]
+    results, errors = interleaved_rounds([timer for _, timer in live], rounds)
+    for (row, _), found, error in zip(live, results, errors):
+        if error:
+            row["error"] = error
+        elif found:
             ms = statistics.median(found)
             row.update(ms=f"{ms:.5g}", tflops=f"{tflops(ms):.5g}", rounds=len(found),
                        round_ms=" ".join(f"{t:.5g}" for t in found))

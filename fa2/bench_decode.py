@@ -55,7 +55,7 @@ import triton.testing
 
 import fa2
 from fa2 import runtime
-from fa2.bench import error_text, flash_attn_version, truncated
+from fa2.bench import error_text, flash_attn_version, interleaved_rounds, truncated
 from fa2.chapters.decode_reference import decode_reference, poison_past, random_cache
 from fa2.chapters.flash_decoding import cache_geometry, decode_tiles, num_splits_heuristic
 from fa2.decoding import MAX_SPLITS, DecodePlan, choose_num_splits, sm_count
@@ -345,30 +345,30 @@ def prepare(provider, shape, sets, ref):
 
 def time_rows(prepared, shape, sets, rounds=1, full=True):
     """Time the prepared [(row, fn)] in `rounds` interleaved rounds: each fn's GPU time (gpu_time_us) once per
-    round, round r starting at the r-th (the order rotated, as fa2.bench's --rounds), the median kept as gpu_us
-    and every round's in round_us. Then, once each: GB/s, and with full the L2-resident time and the host time
-    per eager call (full=False, tuning rows: GPU time only). A capture failure or OOM fills the error column."""
-    live = [i for i, (_, fn) in enumerate(prepared) if fn is not None]
-    times = {i: [] for i in live}
-    for r in range(rounds):
-        for i in live[r % len(live):] + live[:r % len(live)] if live else []:
-            row, fn = prepared[i]
-            if row["error"]:
-                continue
+    round in fa2.bench.interleaved_rounds' rotated order, the median kept as gpu_us and every round's in round_us.
+    Then, once each: GB/s, and with full the L2-resident time and the host time per eager call (full=False,
+    tuning rows: GPU time only). A capture failure or OOM fills the error column."""
+    def timer(fn):
+        def gpu_time():
             try:
-                us, row["timer"] = gpu_time_us(fn, sets)
-                times[i].append(us)
-            except Exception as error:
-                row["error"] = error_text(error)
+                return gpu_time_us(fn, sets)
+            except Exception:
                 synchronize()
-    for i in live:
-        row, fn = prepared[i]
-        if row["error"] or not times[i]:
+                raise
+        return gpu_time
+
+    live = [(row, fn) for row, fn in prepared if fn is not None]
+    results, errors = interleaved_rounds([timer(fn) for _, fn in live], rounds)
+    for (row, fn), found, error in zip(live, results, errors):
+        if error:
+            row["error"] = error
             continue
+        if not found:
+            continue
+        times, row["timer"] = [us for us, _ in found], found[-1][1]
         try:
-            gpu_us = statistics.median(times[i])
-            row.update(gpu_us=f"{gpu_us:.4g}", rounds=len(times[i]),
-                       round_us=" ".join(f"{t:.4g}" for t in times[i]))
+            gpu_us = statistics.median(times)
+            row.update(gpu_us=f"{gpu_us:.4g}", rounds=len(times), round_us=" ".join(f"{t:.4g}" for t in times))
             if full:
                 row["gpu_us_l2"] = f"{gpu_time_us(fn, sets[:1])[0]:.4g}" if len(sets) > 1 else row["gpu_us"]
                 row["host_us"] = f"{host_time_us(fn, sets[0], gpu_us):.4g}"

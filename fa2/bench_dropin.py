@@ -312,9 +312,9 @@ def prepare(provider, problem, x, ref_rows, ref, rep_ms):
     return row, lambda: time_ms(fn, warmup_ms=25.0, rep_ms=rep_ms)
 
 
-def measure(provider, problem, x, ref_rows, ref, rep_ms, rounds=1):
+def measure(provider, problem, x, ref_rows, ref, rep_ms):
     """One CSV row: check the provider's output on the reference rows, then time it once; errors are recorded."""
-    return measure_rounds([provider], problem, x, ref_rows, ref, rep_ms, rounds)[0]
+    return measure_rounds([provider], problem, x, ref_rows, ref, rep_ms, 1)[0]
 
 
 def measure_rounds(providers, problem, x, ref_rows, ref, rep_ms, rounds):

@@ -61,10 +61,7 @@ def main(out, rounds=3):
             if gpu:
                 timed["cudnn"] = bd.build_sdpa(SDPBackend.CUDNN_ATTENTION)(shape, sets)
             names = list(timed)
-            times = {n: [] for n in names}
-            for r in range(rounds if gpu else 1):
-                for n in names[r % len(names):] + names[:r % len(names)]:
-                    times[n].append(bd.gpu_time_us(timed[n], sets)[0])
+            times = dict(zip(names, ex.rounds_us([(timed[n], sets) for n in names], rounds if gpu else 1)))
             med = {n: statistics.median(t) for n, t in times.items()}
             line = f"B={B} N={N} splits={splits}:"
             for name, module, cfg in variants + ([("cudnn", None, None)] if gpu else []):

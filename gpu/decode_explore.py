@@ -21,6 +21,7 @@ from torch.nn.attention import SDPBackend
 
 import fa2.decoding as decoding
 from fa2 import bench_decode as bd
+from fa2.bench import interleaved_rounds
 from fa2 import runtime
 from fa2.chapters import flash_decoding
 from fa2.testing import mutant, rel_err
@@ -53,6 +54,17 @@ def shape_inputs(shapes, seconds):
             print(f"time's up before {shape.name()}", flush=True)
             return
         yield shape, bd.input_sets(shape, torch.Generator(runtime.DEVICE).manual_seed(0))
+
+
+def rounds_us(calls, rounds):
+    """GPU µs of each (fn, sets) in `calls`, timed in `rounds` interleaved rounds (fa2.bench.interleaved_rounds:
+    every call once per round, the order rotated): each one's list of times. A call that fails raises."""
+    results, errors = interleaved_rounds([lambda fn=fn, sets=sets: bd.gpu_time_us(fn, sets)[0]
+                                          for fn, sets in calls], rounds)
+    failed = [error for error in errors if error]
+    if failed:
+        raise RuntimeError(failed[0])
+    return results
 
 
 def plan_fn(module, x, cfg, splits):

@@ -98,11 +98,8 @@ def main(out, rounds=3):
                 fresh = bd.make_inputs(shape, torch.Generator(runtime.DEVICE).manual_seed(1))
                 fns = {e[1]: e[2] for e in entries if e[0] == shape.layout}
                 ragged[shape.layout] = bd.ragged_error(fresh, torch.Generator(runtime.DEVICE).manual_seed(2), fns)
-            times = {(e[0], e[1]): [] for e in entries}
-            for r in range(rounds if gpu else 1):
-                order = entries[r % len(entries):] + entries[:r % len(entries)]
-                for layout, name, fn, sets, *_ in order:
-                    times[(layout, name)].append(bd.gpu_time_us(fn, sets)[0])
+            timed = ex.rounds_us([(e[2], e[3]) for e in entries], rounds if gpu else 1)
+            times = {(e[0], e[1]): t for e, t in zip(entries, timed)}
             median = {k: statistics.median(v) for k, v in times.items()}
             line = f"B={B} N={N}:"
             for layout, name, fn, sets, cfg, splits, err in entries:

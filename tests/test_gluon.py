@@ -151,7 +151,8 @@ def test_launcher_specialises_no_size(hopper):
                   (2, 1, 130, 4000)]:
         for window_left in (-1, 1, 4096):
             BH = sizes[0] * 3
-            _, spec, _ = binder(desc, desc, desc, desc, torch.empty(4), *sizes, 0.5, window_left, BH, **constexprs)
+            _, spec, _ = binder(desc, desc, desc, desc, torch.empty(4), *sizes, 0.5, window_left, BH,
+                                 torch.zeros(1, dtype=torch.int32), **constexprs)
             specs.add(tuple(spec[5:9]) + (spec[10], spec[11]))
     assert specs == {(("i32", None),) * 6}
 
@@ -376,7 +377,7 @@ def test_window_needs_causal_on_the_host(hopper):
         hopper.gluon_launch(q, q, q, torch.empty_like(q), False, 0.125, 1, None, window_left=16)
     grid, layouts, scalars, constexprs, options = hopper.gluon_launch(q, q, q, torch.empty_like(q), True, 0.125, 1,
                                                                       None, window_left=16)
-    assert scalars[-2:] == (16, 2) and constexprs["WINDOW"] is True and list(constexprs)[:2] == ["IS_CAUSAL", "WINDOW"]
+    assert scalars[-3:-1] == (16, 2) and constexprs["WINDOW"] is True and list(constexprs)[:2] == ["IS_CAUSAL", "WINDOW"]
 
 
 def test_constexprs_are_in_the_kernels_order(hopper):
@@ -554,3 +555,95 @@ def test_persistent_causal_programs_get_even_work(hopper, B, H, N):
     unit = 2 * (num_m + 1)                       # key tiles of one unit: (num_m - r) + (r + 1) query tiles' worth
     assert max(work) <= sum(work) / len(work) + unit, (max(work), sum(work) / len(work), unit)
     assert max(work) <= 1.12 * sum(work) / len(work) or programs * 4 > hopper.units(num_m, B * H, True)
+
+
+# ------------------------------------------------------------------------------------------ SCHEDULED
+
+SCHEDULED_CASES = [(1, 1, 1, 128, 128, 128, True, -1), (2, 4, 2, 1000, 1000, 64, True, -1),
+                   (1, 4, 1, 1100, 1000, 64, True, -1),          # causal: the first 100 rows see no key
+                   (8, 32, 8, 2048, 2048, 64, True, -1), (1, 16, 16, 32768, 32768, 128, True, 4096),
+                   (2, 4, 4, 300, 300, 64, True, 37), (3, 5, 5, 640, 700, 128, False, -1),
+                   (1, 2, 2, 130, 4000, 64, False, -1)]
+
+
+def _scheduled_launch(hopper, B, H, N_Q, N_KV, BLOCK_N, causal, window_left, programs=132):
+    """(table, nprog, num_m, costs) of a SCHEDULED launch with 128-row query tiles on `programs` SMs."""
+    num_m = -(-N_Q // 128)
+    nprog = min(programs, num_m * B * H)
+    costs = hopper.item_costs(num_m, N_Q, N_KV, 128, BLOCK_N, causal, window_left)
+    return hopper.schedule_table(costs, B * H, nprog, causal), nprog, num_m, costs
+
+
+@pytest.mark.parametrize("B,H,Hkv,N_Q,N_KV,BLOCK_N,causal,window_left", SCHEDULED_CASES)
+def test_scheduled_table_covers_every_tile_once(hopper, B, H, Hkv, N_Q, N_KV, BLOCK_N, causal, window_left):
+    """A SCHEDULED launch's table, read as the kernel reads it (scheduled_item), hands out every (batch·head,
+    query tile) exactly once, with the right (batch, head, kv head); its offsets are non-decreasing and end at
+    the item count; within a program the items of a head come longest first under causal."""
+    table, nprog, num_m, costs = _scheduled_launch(hopper, B, H, N_Q, N_KV, BLOCK_N, causal, window_left)
+    offsets = table[:nprog + 1].tolist()
+    assert offsets[0] == 0 and offsets[-1] == num_m * B * H == len(table) - nprog - 1
+    assert all(a <= b for a, b in zip(offsets, offsets[1:]))
+    seen = []
+    for p in range(nprog):
+        items = [hopper.scheduled_item(table, k, p, nprog, num_m, H, H // Hkv, 128)
+                 for k in range(offsets[p + 1] - offsets[p])]
+        for off_b, off_h, off_kvh, pid_bh, m_start in items:
+            assert (off_b, off_h, off_kvh) == (pid_bh // H, pid_bh % H, (pid_bh % H) // (H // Hkv))
+        seen += [(item[3], item[4]) for item in items]
+    assert sorted(seen) == [(bh, m * 128) for bh in range(B * H) for m in range(num_m)]
+
+
+@pytest.mark.parametrize("B,H,N,BLOCK_N,window_left", [(8, 32, 2048, 64, -1), (1, 32, 8192, 64, -1),
+                                                       (32, 32, 512, 64, -1), (8, 16, 2048, 64, -1),
+                                                       (1, 16, 16384, 64, -1), (4, 32, 4096, 128, -1),
+                                                       (1, 16, 32768, 128, 4096), (1, 16, 32768, 64, 4096)])
+def test_scheduled_programs_end_together(hopper, B, H, N, BLOCK_N, window_left):
+    """In the cost model (item_costs) the busiest of 132 programs has at most 1.5 % more work than the mean at
+    chapter 6's causal headline shapes and the window problem (paired units: 3.1 % at the first five); and the
+    modelled start of every item is within two items' cost of where list scheduling in plain head-major order
+    would start it -- tiles that run at one time stay neighbours, and share their heads' K and V in L2."""
+    table, nprog, num_m, costs = _scheduled_launch(hopper, B, H, N, N, BLOCK_N, True, window_left)
+    loads = []
+    for p in range(nprog):
+        count = int(table[p + 1] - table[p])
+        loads.append(sum(costs[hopper.scheduled_item(table, k, p, nprog, num_m, H, 1, 128)[4] // 128]
+                         for k in range(count)))
+    mean = sum(loads) / len(loads)
+    assert max(loads) <= 1.015 * mean, (max(loads), mean)
+    # no item is dealt far from its place in head-major order: its program's load before it
+    starts = {}
+    for p in range(nprog):
+        load = 0
+        for k in range(int(table[p + 1] - table[p])):
+            item = hopper.scheduled_item(table, k, p, nprog, num_m, H, 1, 128)
+            starts[(item[3], item[4] // 128)] = load
+            load += costs[item[4] // 128]
+    heads_done = [min(starts[(bh, m)] for m in range(num_m)) for bh in range(B * H)]
+    assert all(a <= b + 2 * max(costs) for a, b in zip(heads_done, heads_done[1:]))
+
+
+def test_scheduled_is_checked_and_compiles(hopper):
+    """SCHEDULED needs PERSISTENT (host check and the kernel's static_assert); the persistent rung-4 kernel
+    compiles for sm_90 with it, windowed and not, without spills."""
+    with pytest.raises(ValueError, match="SCHEDULED"):
+        hopper.rung_config(4, 128, {"SCHEDULED": 1})
+    config = dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1, SCHEDULED=1, PRODUCER_REGS=32)
+    for window in (False, True):
+        usage = hopper.resource_usage(hopper.compile_rung(4, 128, torch.bfloat16, True, config=config,
+                                                          window=window))
+        assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0
+
+
+def test_scheduled_launch_passes_its_table(hopper, monkeypatch):
+    """gluon_launch of a SCHEDULED config: one program per SM at most, and the last scalar is the table that
+    schedule_table makes for the launch (an unpaired causal launch: one tile per item); other configs pass one
+    unused int32."""
+    monkeypatch.setattr(hopper, "_sm_count", lambda device: 132)
+    q = torch.zeros(2, 4, 1000, 64, dtype=torch.bfloat16)
+    config = dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1, PERSISTENT=1, SCHEDULED=1, PRODUCER_REGS=32)
+    grid, _, scalars, constexprs, _ = hopper.gluon_launch(q, q, q, torch.empty_like(q), True, 0.125, 4, config)
+    assert grid == (8 * 8, 1, 1) and constexprs["SCHEDULED"] is True
+    expected = hopper.schedule_table(hopper.item_costs(8, 1000, 1000, 128, 64, True), 8, 64, True)
+    assert torch.equal(scalars[-1], expected)
+    _, _, scalars, constexprs, _ = hopper.gluon_launch(q, q, q, torch.empty_like(q), True, 0.125, 4, None)
+    assert scalars[-1].dtype == torch.int32 and scalars[-1].numel() == 1 and constexprs["SCHEDULED"] is False

@@ -150,8 +150,9 @@ def test_plan_runs_the_gluon_kernel_when_the_table_chooses_it(monkeypatch):
     boxes = [layout[2] for layout in made.layouts]                    # rung 4: q and o boxes are half tiles
     half, keys = [1, 1, cfg["BLOCK_M"] // 2, 64], [1, 1, cfg["BLOCK_N"], 64]
     assert boxes == [half, keys, keys, half]
-    H, group, n_q, n_kv, qk_scale, window_left, BH, *constexprs = made.rest
+    H, group, n_q, n_kv, qk_scale, window_left, BH, schedule, *constexprs = made.rest
     assert (H, group, n_q, n_kv, window_left, BH) == (2, 1, 200, 200, -1, 2)
+    assert schedule.dtype == torch.int32 and schedule.numel() == 1         # not SCHEDULED: one unused element
     assert qk_scale == pytest.approx(0.125 * math.log2(math.e))
     assert constexprs == list(attention_hopper._constexprs(4, True, cfg).values()) and constexprs[0] is True
     calls = []

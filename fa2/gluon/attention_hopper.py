@@ -480,21 +480,30 @@ def _units(num_m, BH, PAIRED: gl.constexpr):
 
 
 @gluon.jit
-def _item_count(pid, nprog, num_m, BH, PAIRED: gl.constexpr):
-    """How many query tiles program pid takes: its units pid, pid + nprog, ... (two tiles each when PAIRED)."""
-    per_unit: gl.constexpr = 2 if PAIRED else 1
-    return gl.maximum(gl.cdiv(_units(num_m, BH, PAIRED) - pid, nprog), 0) * per_unit
+def _item_count(pid, nprog, num_m, BH, PAIRED: gl.constexpr, schedule_ptr, SCHEDULED: gl.constexpr):
+    """How many query tiles program pid takes: its units pid, pid + nprog, ... (two tiles each when PAIRED), or
+    SCHEDULED its row of the host's table (schedule_table: offsets[nprog + 1], then every program's items)."""
+    if SCHEDULED:
+        return gl.load(schedule_ptr + pid + 1) - gl.load(schedule_ptr + pid)
+    else:
+        per_unit: gl.constexpr = 2 if PAIRED else 1
+        return gl.maximum(gl.cdiv(_units(num_m, BH, PAIRED) - pid, nprog), 0) * per_unit
 
 
 @gluon.jit
 def _work_item(k, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL: gl.constexpr, PAIRED: gl.constexpr,
-               BLOCK_M: gl.constexpr):
+               BLOCK_M: gl.constexpr, schedule_ptr, SCHEDULED: gl.constexpr):
     """(off_b, off_h, off_kvh, pid_bh, m_start) of program pid's k-th query tile (work_item on the host). Units
     run head by head, so the units running at one time share a few heads' K and V in L2. PAIRED, unit r of a
     head is its tile num_m - 1 - r (the longest first) then tile r; with an odd num_m the middle unit's second
     tile is a phantom, m_start = num_m·BLOCK_M >= N_Q, which _item_range gives no key tiles. Unpaired under
-    causal (a window), a head's tiles run longest first."""
-    if PAIRED:
+    causal (a window), a head's tiles run longest first. SCHEDULED: item k of program pid's row of the host's
+    table, u = pid_bh·num_m + pid_m (schedule_table)."""
+    if SCHEDULED:
+        u = gl.load(schedule_ptr + nprog + 1 + gl.load(schedule_ptr + pid) + k)
+        per_head = num_m
+        pid_m = u % per_head
+    elif PAIRED:
         u = pid + (k // 2) * nprog
         per_head = gl.cdiv(num_m, 2)
         r = u % per_head
@@ -524,12 +533,13 @@ def _item_range(m_start, N_Q, N_KV, window_left, IS_CAUSAL: gl.constexpr, WINDOW
 
 
 @gluon.jit
-def _load_q(q_desc, q_smem, q_bars, k, pid, nprog, num_m, BH, H, GROUP, CONSUMER: gl.constexpr,
-            IS_CAUSAL: gl.constexpr, PAIRED: gl.constexpr, BLOCK_M: gl.constexpr):
+def _load_q(q_desc, q_smem, q_bars, k, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER: gl.constexpr,
+            IS_CAUSAL: gl.constexpr, PAIRED: gl.constexpr, BLOCK_M: gl.constexpr, SCHEDULED: gl.constexpr):
     """TMA load of consumer CONSUMER's Q rows of program pid's k-th work item into its Q buffer (and barrier)
     CONSUMER (a phantom tile's rows lie past N_Q: TMA fills them with zeros)."""
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
-    off_b, off_h, _, _, m_start = _work_item(k, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL, PAIRED, BLOCK_M)
+    off_b, off_h, _, _, m_start = _work_item(k, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL, PAIRED, BLOCK_M,
+                                             schedule_ptr, SCHEDULED)
     mbarrier.expect(q_bars.index(CONSUMER), q_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(q_desc, [off_b, off_h, m_start + CONSUMER * Q_ROWS, 0], q_bars.index(CONSUMER),
                                     q_smem.index(CONSUMER))
@@ -538,7 +548,7 @@ def _load_q(q_desc, q_smem, q_bars, k, pid, nprog, num_m, BH, H, GROUP, CONSUMER
 @gluon.jit
 def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NUM_BUFFERS: gl.constexpr,
                          PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr, CONSUMER: gl.constexpr,
-                         num_warps: gl.constexpr):
+                         SCHEDULED: gl.constexpr, num_warps: gl.constexpr):
     """PERSISTENT (rungs 3-4): consumer CONSUMER over its work items (_work_item). Its Q rows have one shared
     buffer: the next item's Q is loaded (by this consumer) as soon as the last wgmma that reads this item's Q has
     completed, so the load overlaps this item's epilogue. O is staged in a buffer of its own and stored by TMA
@@ -547,7 +557,7 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
     (Q and O buffers are indexed by constants: a Q buffer picked by a run-time index gave wrong scores on the
     H200 -- gpu/persistent_debug.py.)"""
     (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars,
-     turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left) = args
+     turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left, schedule_ptr) = args
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
     BLOCK_M: gl.constexpr = Q_ROWS * CONSUMERS
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[3]
@@ -562,15 +572,16 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
     o_buf = o_smem.index(CONSUMER)
     o_tile = o_buf.reshape([Q_ROWS, HEAD_DIM])
 
-    PAIRED: gl.constexpr = IS_CAUSAL and not WINDOW      # _units
-    n_items = _item_count(pid, nprog, num_m, BH, PAIRED)
+    PAIRED: gl.constexpr = IS_CAUSAL and not WINDOW and not SCHEDULED      # _units
+    n_items = _item_count(pid, nprog, num_m, BH, PAIRED, schedule_ptr, SCHEDULED)
     if n_items > 0:
-        _load_q(q_desc, q_smem, q_bars, 0, pid, nprog, num_m, BH, H, GROUP, CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M)
+        _load_q(q_desc, q_smem, q_bars, 0, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER, IS_CAUSAL,
+                PAIRED, BLOCK_M, SCHEDULED)
     base = 0
     turn_base = 0
     for count in range(n_items):
         off_b, off_h, off_kvh, pid_bh, m_prog = _work_item(count, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL,
-                                                           PAIRED, BLOCK_M)
+                                                           PAIRED, BLOCK_M, schedule_ptr, SCHEDULED)
         kv_start, free_start, free_end, kv_end = _item_range(m_prog, N_Q, N_KV, window_left, IS_CAUSAL, WINDOW,
                                                              BLOCK_M, BLOCK_N)
         mbarrier.wait(q_bars.index(CONSUMER), count & 1)
@@ -586,8 +597,8 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
                                     base, turn_base)
         if count + 1 < n_items:                          # every wgmma reading this Q is done: the next item's
             gl.thread_barrier()
-            _load_q(q_desc, q_smem, q_bars, count + 1, pid, nprog, num_m, BH, H, GROUP, CONSUMER, IS_CAUSAL,
-                    PAIRED, BLOCK_M)
+            _load_q(q_desc, q_smem, q_bars, count + 1, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER,
+                    IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED)
         tma.store_wait(0)                                # the previous item's O has left o_buf
         _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q, dtype,
                    o_layout)
@@ -601,17 +612,18 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
 
 @gluon.jit
 def _producer_persistent(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m, BH, H,
-                         GROUP, N_Q, N_KV, window_left, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr,
-                         BLOCK_M: gl.constexpr, NUM_BUFFERS: gl.constexpr):
+                         GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL: gl.constexpr,
+                         WINDOW: gl.constexpr, BLOCK_M: gl.constexpr, NUM_BUFFERS: gl.constexpr,
+                         SCHEDULED: gl.constexpr):
     """PERSISTENT: the producer's loads of every key tile of every work item of the program (_work_item), in the
     consumers' order, into one ring whose tile count runs on across items (so it loads the next item's first
     tiles while the consumers finish the current one)."""
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
-    PAIRED: gl.constexpr = IS_CAUSAL and not WINDOW      # _units
+    PAIRED: gl.constexpr = IS_CAUSAL and not WINDOW and not SCHEDULED      # _units
     base = 0
-    for k in range(_item_count(pid, nprog, num_m, BH, PAIRED)):
+    for k in range(_item_count(pid, nprog, num_m, BH, PAIRED, schedule_ptr, SCHEDULED)):
         off_b, off_h, off_kvh, pid_bh, m_prog = _work_item(k, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL, PAIRED,
-                                                           BLOCK_M)
+                                                           BLOCK_M, schedule_ptr, SCHEDULED)
         kv_start, free_start, free_end, kv_end = _item_range(m_prog, N_Q, N_KV, window_left, IS_CAUSAL, WINDOW,
                                                              BLOCK_M, BLOCK_N)
         n_tiles = gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N)
@@ -645,9 +657,10 @@ def _consumers(rung):
 # gpu/gluon_check.py's shapes (it has 55 s per rung), and the sizes compile as compile_rung's "i32" do.
 @gluon.jit(do_not_specialize=["H", "GROUP", "N_Q", "N_KV", "window_left", "BH"])
 def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left, BH,
-                          IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, RUNG: gl.constexpr, NUM_BUFFERS: gl.constexpr,
-                          PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, PINGPONG: gl.constexpr,
-                          PERSISTENT: gl.constexpr, num_warps: gl.constexpr):
+                          schedule_ptr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, RUNG: gl.constexpr,
+                          NUM_BUFFERS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                          PINGPONG: gl.constexpr, PERSISTENT: gl.constexpr, SCHEDULED: gl.constexpr,
+                          num_warps: gl.constexpr):
     """Grid (cdiv(N_Q, BLOCK_M), B·H), or PERSISTENT (rungs 3-4) at most one program per SM, each taking its
     units of the cdiv(N_Q, BLOCK_M)·BH query tiles round-robin (_units, _work_item). q_desc/o_desc: 4-D
     (B, H, N_Q, D) descriptors with (1, 1, BLOCK_M / C, D) boxes, C the rung's consumer partitions (consumers());
@@ -662,10 +675,12 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
     gl.static_assert(RUNG == 4 or not PINGPONG, "PINGPONG orders rung 4's two consumers")
     gl.static_assert(IS_CAUSAL or not WINDOW, "a window needs the causal mask (its right bound)")
     gl.static_assert(RUNG >= 3 or not PERSISTENT, "PERSISTENT needs the producer partition (rungs 3-4)")
+    gl.static_assert(PERSISTENT or not SCHEDULED, "SCHEDULED orders a PERSISTENT launch's work items")
 
     if PERSISTENT:
         _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left, BH,
-                    IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG, num_warps)
+                    schedule_ptr, IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG,
+                    SCHEDULED, num_warps)
     else:
         _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left,
                   IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG, num_warps)
@@ -768,9 +783,9 @@ def _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_s
 
 @gluon.jit
 def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left, BH,
-                IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, RUNG: gl.constexpr, NUM_BUFFERS: gl.constexpr,
-                PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, PINGPONG: gl.constexpr,
-                num_warps: gl.constexpr):
+                schedule_ptr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, RUNG: gl.constexpr,
+                NUM_BUFFERS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                PINGPONG: gl.constexpr, SCHEDULED: gl.constexpr, num_warps: gl.constexpr):
     """PERSISTENT: the rung's partitions, each looping over the program's work items (_consumer_persistent,
     _producer_persistent); shared memory and barriers are set up once."""
     CONSUMERS: gl.constexpr = _consumers(RUNG)
@@ -784,20 +799,26 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
                                                                           PINGPONG)
 
     consumer = (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars,
-                empty_bars, turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left)
+                empty_bars, turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left,
+                schedule_ptr)
     # the producer's constexprs are written in its tuple literal (a tuple assigned to a name holds no constexpr)
     if RUNG == 4:
         gl.warp_specialize([
-            (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, num_warps)),
-            (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 1, num_warps)),
+            (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
+                                    num_warps)),
+            (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 1, SCHEDULED,
+                                    num_warps)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
-                                    BH, H, GROUP, N_Q, N_KV, window_left, IS_CAUSAL, WINDOW, BLOCK_M, NUM_BUFFERS)),
+                                    BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
+                                    NUM_BUFFERS, SCHEDULED)),
         ], [num_warps, 1], [CONSUMER_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
-            (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, num_warps)),
+            (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
+                                    num_warps)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
-                                    BH, H, GROUP, N_Q, N_KV, window_left, IS_CAUSAL, WINDOW, BLOCK_M, NUM_BUFFERS)),
+                                    BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
+                                    NUM_BUFFERS, SCHEDULED)),
         ], [1], [PRODUCER_REGS])
 
     _invalidate(q_bars, k_bars, v_bars, empty_bars, turn_bars, CONSUMERS, NUM_BUFFERS, PINGPONG)
@@ -867,6 +888,8 @@ def rung_config(rung, head_dim, config=None):
         raise ValueError(f"PINGPONG orders rung 4's two consumer partitions; rung {rung} has one")
     if cfg.get("PERSISTENT") and rung < 3:
         raise ValueError(f"PERSISTENT needs the producer partition of rungs 3-4; rung {rung} has none")
+    if cfg.get("SCHEDULED") and not cfg.get("PERSISTENT"):
+        raise ValueError("SCHEDULED orders the work items of a PERSISTENT launch; set PERSISTENT too")
     return cfg
 
 
@@ -875,7 +898,7 @@ def _constexprs(rung, causal, cfg, window=False):
     return dict(IS_CAUSAL=bool(causal), WINDOW=bool(window), RUNG=rung, NUM_BUFFERS=cfg["NUM_BUFFERS"],
                 PRODUCER_REGS=cfg.get("PRODUCER_REGS", 24), CONSUMER_REGS=cfg.get("CONSUMER_REGS", 240),
                 PINGPONG=bool(cfg.get("PINGPONG", False)), PERSISTENT=bool(cfg.get("PERSISTENT", False)),
-                num_warps=cfg["num_warps"])
+                SCHEDULED=bool(cfg.get("SCHEDULED", False)), num_warps=cfg["num_warps"])
 
 
 def _options(cfg):
@@ -902,7 +925,7 @@ def compile_rung(rung, head_dim=128, dtype=torch.bfloat16, causal=True, config=N
     signature = dict(q_desc=descriptor_signature(q_box, dtype), k_desc=descriptor_signature(kv_box, dtype),
                      v_desc=descriptor_signature(kv_box, dtype), o_desc=descriptor_signature(q_box, dtype),
                      lse_ptr="*fp32", H="i32", GROUP="i32", N_Q="i32", N_KV="i32", qk_scale="fp32",
-                     window_left="i32", BH="i32")
+                     window_left="i32", BH="i32", schedule_ptr="*i32")
     signature.update({name: "constexpr" for name in constexprs})
     src = GluonASTSource(_attention_fwd_hopper, signature=signature, constexprs=constexprs)
     return triton.compile(src, target=GPUTarget("cuda", capability, 32), options=_options(cfg))
@@ -954,8 +977,10 @@ def _require_hopper(*tensors):
 def gluon_launch(q, k, v, o, causal, scale, rung, config, window_left=-1):
     """What a launch of the Gluon kernel for these inputs fixes once: (grid, layouts, scalars, constexprs,
     options). layouts: (shape, strides, box, padding) of the q, k, v and o (torch.empty_like(q)) descriptors;
-    scalars: H, GROUP, N_Q, N_KV, qk_scale, window_left (-1: no window; a window needs causal), B·H; constexprs: the kernel's compile-time parameters in its order;
-    options: the launch options. `fa2.plan.GluonPlan` builds it once per input signature."""
+    scalars: H, GROUP, N_Q, N_KV, qk_scale, window_left (-1: no window; a window needs causal), B·H and an int32
+    tensor, a SCHEDULED launch's work table (schedule_table) or else one unused element; constexprs: the
+    kernel's compile-time parameters in its order; options: the launch options. `fa2.plan.GluonPlan` builds it
+    once per input signature."""
     B, H, N_Q, D = q.shape
     H_kv, N_KV = k.shape[1], k.shape[2]
     _check_rung(rung, D, q.dtype)
@@ -973,10 +998,18 @@ def gluon_launch(q, k, v, o, causal, scale, rung, config, window_left=-1):
     layout = lambda t, rows: (list(t.shape), list(t.stride()), [1, 1, rows, D], "zero")
     layouts = [layout(q, q_rows), layout(k, cfg["BLOCK_N"]), layout(v, cfg["BLOCK_N"]), layout(o, q_rows)]
     grid = (triton.cdiv(N_Q, cfg["BLOCK_M"]), B * H, 1)
+    schedule = None
     if cfg.get("PERSISTENT"):   # one program per SM at most (rungs 3-4 fill an SM's registers), over the tiles
-        grid = (max(1, min(units(grid[0], B * H, causal and window_left < 0), _sm_count(q.device))), 1, 1)
+        paired = causal and window_left < 0 and not cfg.get("SCHEDULED")
+        num_m, programs = grid[0], max(1, min(units(grid[0], B * H, paired), _sm_count(q.device)))
+        grid = (programs, 1, 1)
+        if cfg.get("SCHEDULED"):
+            costs = item_costs(num_m, N_Q, N_KV, cfg["BLOCK_M"], cfg["BLOCK_N"], causal, window_left)
+            schedule = schedule_table(costs, B * H, programs, causal).to(q.device)
+    if schedule is None:        # the kernel's schedule_ptr, read only by SCHEDULED launches
+        schedule = torch.zeros(1, dtype=torch.int32, device=q.device)
     scale = 1.0 / math.sqrt(D) if scale is None else scale
-    scalars = (H, H // H_kv, N_Q, N_KV, scale * LOG2E, int(window_left), B * H)
+    scalars = (H, H // H_kv, N_Q, N_KV, scale * LOG2E, int(window_left), B * H, schedule)
     options = {key: value for key, value in _options(cfg).items() if key != "num_warps"}
     return grid, layouts, scalars, _constexprs(rung, causal, cfg, window_left >= 0), options
 
@@ -993,6 +1026,62 @@ def units(num_m, BH, paired):
 def item_count(pid, nprog, num_m, BH, paired):
     """The kernel's ``_item_count`` in plain Python (keep the two in step)."""
     return max(-(-(units(num_m, BH, paired) - pid) // nprog), 0) * (2 if paired else 1)
+
+
+# A query tile's fixed cost in SCHEDULED's model, in key tiles: its Q load, first K/V wait and epilogue, which a
+# persistent program overlaps only in part with its neighbours' key loops.
+ITEM_OVERHEAD_TILES = 1
+# schedule_table: the last TAIL_ROUNDS·programs query tiles go longest first
+TAIL_ROUNDS = 4
+
+
+def item_costs(num_m, N_Q, N_KV, BLOCK_M, BLOCK_N, causal, window_left=-1):
+    """The modelled cost of each query tile 0..num_m-1 of a head: its key tiles (kv_range) plus
+    ITEM_OVERHEAD_TILES."""
+    costs = []
+    for m in range(num_m):
+        kv_start, _, _, kv_end = kv_range(m * BLOCK_M, N_Q, N_KV, BLOCK_M, BLOCK_N, causal, window_left)
+        costs.append(max(-(-(kv_end - kv_start) // BLOCK_N), 0) + ITEM_OVERHEAD_TILES)
+    return costs
+
+
+def schedule_table(costs, BH, nprog, causal):
+    """A SCHEDULED launch's work table, as the kernel reads it (_item_count, _work_item): int32
+    [offsets (nprog + 1)] + [items of program 0] + [items of program 1] + ..., an item u = pid_bh·num_m + pid_m.
+
+    List scheduling, as the hardware does it for a grid of one program per tile, but planned on the host with
+    `costs` (item_costs, per query tile of a head): the query tiles are taken head by head (under causal a
+    head's longest first), each to the program whose modelled work is least so far (ties: the lower program).
+    Tiles that run at one time are neighbours in that order, so they share a few heads' K and V in L2. The last
+    TAIL_ROUNDS·nprog tiles are taken longest first instead (as in LPT scheduling), so that the programs end
+    together: in the model the busiest program has at most ~1 % more work than the mean at chapter 6's causal
+    headline shapes, against ~3 % for the pairs of a paired launch (tests/test_gluon.py)."""
+    import heapq
+
+    num_m = len(costs)
+    order = range(num_m - 1, -1, -1) if causal else range(num_m)
+    items = [(pid_bh, pid_m) for pid_bh in range(BH) for pid_m in order]
+    tail = max(len(items) - TAIL_ROUNDS * nprog, 0)
+    items[tail:] = sorted(items[tail:], key=lambda item: -costs[item[1]])    # stable: head by head within a cost
+    heap = [(0, p) for p in range(nprog)]
+    rows = [[] for _ in range(nprog)]
+    for pid_bh, pid_m in items:
+        load, p = heap[0]
+        rows[p].append(pid_bh * num_m + pid_m)
+        heapq.heapreplace(heap, (load + costs[pid_m], p))
+    offsets = [0]
+    for row in rows:
+        offsets.append(offsets[-1] + len(row))
+    return torch.tensor(offsets + [u for row in rows for u in row], dtype=torch.int32)
+
+
+def scheduled_item(table, k, pid, nprog, num_m, H, GROUP, BLOCK_M):
+    """The kernel's SCHEDULED ``_work_item`` in plain Python over a schedule_table (keep the two in step):
+    (off_b, off_h, off_kvh, pid_bh, m_start) of program pid's k-th query tile."""
+    u = int(table[nprog + 1 + int(table[pid]) + k])
+    pid_bh, pid_m = u // num_m, u % num_m
+    off_h = pid_bh % H
+    return pid_bh // H, off_h, off_h // GROUP, pid_bh, pid_m * BLOCK_M
 
 
 def work_item(k, pid, nprog, num_m, BH, H, GROUP, causal, BLOCK_M, paired=None):

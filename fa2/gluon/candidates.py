@@ -29,4 +29,10 @@ CONFIGS = {
     # 197 KB of shared memory (Q and O buffers included), no spills on sm_90
     "r4_n128b2_pingpong_persistent": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,
                                               PRODUCER_REGS=32)),
+    # the same two, their work items dealt by the host's list schedule (attention_hopper.schedule_table: head by
+    # head, the last rounds longest first) instead of round-robin units
+    "r4_n64b3_pingpong_scheduled": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1, PERSISTENT=1, SCHEDULED=1,
+                                            PRODUCER_REGS=32)),
+    "r4_n128b2_pingpong_scheduled": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1, SCHEDULED=1,
+                                             PRODUCER_REGS=32)),
 }

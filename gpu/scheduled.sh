@@ -21,11 +21,11 @@ p3=$!
 wait $p1; r1=$?; wait $p2; r2=$?; wait $p3; r3=$?
 tail -1 $G/check64.log | tee -a $OUT/scheduled.log
 tail -1 $G/check128.log | tee -a $OUT/scheduled.log
-tail -1 $G/window.log | tee -a $OUT/scheduled.log
+grep "passed every case" $G/window.log | tee -a $OUT/scheduled.log
 cp $G/gluon_check_*.csv $G/gluon_window_check.csv $OUT/ 2>/dev/null
 echo "[${SECONDS}s] checks rc $r1 $r2 $r3" | tee -a $OUT/scheduled.log
 status=0
-if [ $r1 -eq 0 ] && [ $r2 -eq 0 ] && grep -q "r4_n128b2_pingpong_scheduled" <(tail -1 $G/window.log); then
+if [ $r1 -eq 0 ] && [ $r2 -eq 0 ] && grep "passed every case" $G/window.log | grep -q "r4_n128b2_pingpong_scheduled"; then
   timeout -k 5 280 python3 gpu/scheduled_ab.py $OUT 5 > $G/ab.log 2>&1 || status=1
   grep -v "^running" $G/ab.log | tail -40 | tee -a $OUT/scheduled.log
 else

@@ -33,7 +33,9 @@ from fa2.gluon.candidates import CONFIGS as CANDIDATES    # plain data: importin
 # the table's candidates, then a variant that is not one (timed here to see what a window makes of it)
 CONFIGS = {name: CANDIDATES[name] for name in ("r1_m128n64b2w4", "r1_m64n128b2w4", "r4_n64b3_pingpong",
                                                "r4_n128b2_pingpong", "r4_n64b3_pingpong_persistent",
-                                               "r4_n64b3_pingpong_scheduled", "r4_n128b2_pingpong_scheduled")}
+                                               "r4_n64b3_pingpong_scheduled", "r4_n128b2_pingpong_scheduled",
+                                               "r4_n64b3_pingpong_own", "r4_n64b3_pingpong_persistent_own",
+                                               "r4_n64b3_pingpong_scheduled_own")}
 CONFIGS["r4_n64b2_pingpong_persistent"] = (4, dict(CANDIDATES["r4_n64b3_pingpong_persistent"][1], NUM_BUFFERS=2))
 # (B, Hq, Hkv, N_Q, N_KV, D, dtype, window_left)
 CASES = [(2, 4, 4, 300, 300, 128, torch.bfloat16, w) for w in (0, 1, 37, 64, 127, 128, 300, 1000)] + [

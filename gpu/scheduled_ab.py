@@ -1,7 +1,8 @@
 """Does a host-planned list schedule (the Gluon kernel's SCHEDULED option, attention_hopper.schedule_table) make
 the persistent rung-4 kernel faster than round-robin units or one program per tile? (An H200.)
 
-    python gpu/scheduled_ab.py OUT [ROUNDS]     # OUT/scheduled_ab.csv: one row per (problem, round, provider)
+    python gpu/scheduled_ab.py OUT [ROUNDS] [WINDOW_NAMES] [CAUSAL_NAMES] [CSV_NAME]
+                                        # OUT/scheduled_ab.csv: one row per (problem, round, provider)
 
 1. The window problem of fa2.bench_dropin (B=1, H=16, N=32768, D=128, bf16, causal, window (4096, 0), on the
    sweep's (B, N, H, D) memory): fa2.attention (the shipped window family's choice), the Gluon configs of WINDOW
@@ -70,9 +71,9 @@ def timed(writer, label, fns, reference, rounds, command):
                          command])
 
 
-def main(out, rounds=5):
-    command = f"python gpu/scheduled_ab.py OUT {rounds}"
-    with open(Path(out) / "scheduled_ab.csv", "w", newline="") as file:
+def main(out, rounds=5, window=WINDOW, causal=CAUSAL, csv_name="scheduled_ab.csv"):
+    command = " ".join(["python gpu/scheduled_ab.py OUT", str(rounds), *sys.argv[3:]])
+    with open(Path(out) / csv_name, "w", newline="") as file:
         writer = csv.writer(file)
         writer.writerow(["problem", "provider", "round", "ms", "check", "device", "torch", "command"])
         problem = bd.window_problems()[0]
@@ -81,7 +82,7 @@ def main(out, rounds=5):
         left = problem.window[0]
         reference = fa2.attention(q, k, v, causal=True, window=problem.window)
         fns = {"fa2": lambda: fa2.attention(q, k, v, causal=True, window=problem.window)}
-        fns.update({f"gluon_{n}": plan_fn(q, k, v, n, left) for n in WINDOW})
+        fns.update({f"gluon_{n}": plan_fn(q, k, v, n, left) for n in window})
         flex, unpack = bd.build_flex(problem, x)
         fns["flex"] = lambda: unpack(flex()).unflatten(0, (1, -1)).transpose(1, 2)
         timed(writer, problem.name(), fns, reference, rounds, command)
@@ -94,7 +95,7 @@ def main(out, rounds=5):
             q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
             reference = fa2.attention(q, k, v, causal=True)
             fns = {"fa2": lambda: fa2.attention(q, k, v, causal=True)}
-            fns.update({f"gluon_{n}": plan_fn(q, k, v, n) for n in CAUSAL})
+            fns.update({f"gluon_{n}": plan_fn(q, k, v, n) for n in causal})
             with cudnn.context():
                 run = cudnn.build(fb.Shape(B=B, H=H, Hkv=H, N=N, D=D, dtype="bf16", causal=True))
 
@@ -108,4 +109,6 @@ def main(out, rounds=5):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 5))
+    names = lambda i, default: sys.argv[i].split(",") if len(sys.argv) > i and sys.argv[i] else default
+    sys.exit(main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 5, names(3, WINDOW), names(4, CAUSAL),
+                  sys.argv[5] if len(sys.argv) > 5 else "scheduled_ab.csv"))

@@ -240,7 +240,7 @@ def _barrier_wait(count, kind, t, c, NUM_BUFFERS, ring_slot, turn_phase):
 
 
 def _simulate_ring(rung, n_tiles, n_free, NUM_BUFFERS, ring_slot, rng, pingpong=False, turn_phase=None,
-                   n_lower=0):
+                   n_lower=0, consumer_ops=None):
     """The kernel's order of mbarrier waits, arrives and TMA loads as plain Python (see _consumer_ops; rungs
     3-4: a producer that waits for the empty barrier; rung 4: two consumers, each arriving once per tile on
     empty barriers of count 2, and under PINGPONG passing turns through two barriers of count 1), run under a
@@ -260,6 +260,9 @@ def _simulate_ring(rung, n_tiles, n_free, NUM_BUFFERS, ring_slot, rng, pingpong=
             count[kind, buf] = count.get((kind, buf), 0) + 1
 
     def free(t):
+        # an mbarrier counts arrives, not tiles: one for tile t before tile t - NUM_BUFFERS's phase completed
+        # would complete that phase instead
+        assert t < NUM_BUFFERS or t - NUM_BUFFERS in freed, f"free of tile {t} lands on tile {t - NUM_BUFFERS}'s phase"
         arrivals[t] = arrivals.get(t, 0) + 1
         assert arrivals[t] <= consumers
         if arrivals[t] < consumers:
@@ -273,7 +276,8 @@ def _simulate_ring(rung, n_tiles, n_free, NUM_BUFFERS, ring_slot, rng, pingpong=
 
     wait = lambda kind, t, c: _barrier_wait(count, kind, t, c, NUM_BUFFERS, ring_slot, turn_phase)
 
-    agents = [(c, _consumer_ops(rung, n_tiles, n_free, pingpong, n_lower)) for c in range(consumers)]
+    agents = [(c, list(consumer_ops[c]) if consumer_ops else _consumer_ops(rung, n_tiles, n_free, pingpong, n_lower))
+              for c in range(consumers)]
     if rung >= 3:
         agents.append((None, [op for t in range(n_tiles) for op in (("e", t), ("load", t))]))
     else:
@@ -405,22 +409,27 @@ def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=Fals
     consumers = 2 if rung == 4 else 1
     count, arrivals, freed, loaded = {}, {}, set(), []
     pending = {c: [] for c in range(consumers)}          # each consumer's O stores in flight (items)
-    total_tiles = sum(n for n, _, _ in items)
+    total_tiles = sum(item["n_tiles"] if isinstance(item, dict) else item[0] for item in items)
 
     wait = lambda kind, t, c: _barrier_wait(count, kind, t, c, NUM_BUFFERS, ring_slot, turn_phase)
 
     ops = {c: [] for c in range(consumers)}
     base = turn_base = 0
-    for i, (n_tiles, n_free, n_lower) in enumerate(items):
+    for i, item in enumerate(items):
+        if isinstance(item, dict):                       # OWN_RANGES: {"n_tiles", "ops": per consumer, "turns"}
+            n_tiles, item_ops, item_turns = item["n_tiles"], item["ops"], item["turns"]
+        else:
+            n_tiles, n_free, n_lower = item
+            item_ops = [_consumer_ops(rung, n_tiles, n_free, pingpong, n_lower)] * consumers
+            item_turns = n_tiles + (n_lower > 0) + (n_free > n_lower) + (n_tiles > n_free)
         for c in range(consumers):
             ops[c].append(("q", i))
-            for kind, t in _consumer_ops(rung, n_tiles, n_free, pingpong, n_lower):
+            for kind, t in item_ops[c]:
                 ops[c].append((kind, t + (turn_base if kind in ("turn", "pass") else base)))
             if i + 1 < len(items):
                 ops[c].append(("qload", i + 1))
             ops[c] += [("store_wait", 0), ("store", i)]
-        ranges = (n_lower > 0) + (n_free > n_lower) + (n_tiles > n_free)
-        base, turn_base = base + n_tiles, turn_base + n_tiles + ranges
+        base, turn_base = base + n_tiles, turn_base + item_turns
     for c in range(consumers):
         ops[c] = ([("qload", 0)] if items else []) + ops[c] + [("store_wait", 0)]
     agents = [(c, ops[c]) for c in range(consumers)]
@@ -449,6 +458,7 @@ def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=Fals
             continue
         kind, t = o.pop(0)
         if kind == "free":
+            assert t < NUM_BUFFERS or t - NUM_BUFFERS in freed, f"free of tile {t} lands on tile {t - NUM_BUFFERS}'s phase"
             arrivals[t] = arrivals.get(t, 0) + 1
             assert arrivals[t] <= consumers
             if arrivals[t] == consumers:
@@ -647,3 +657,119 @@ def test_scheduled_launch_passes_its_table(hopper, monkeypatch):
     assert torch.equal(scalars[-1], expected)
     _, _, scalars, constexprs, _ = hopper.gluon_launch(q, q, q, torch.empty_like(q), True, 0.125, 4, None)
     assert scalars[-1].dtype == torch.int32 and scalars[-1].numel() == 1 and constexprs["SCHEDULED"] is False
+
+
+# ------------------------------------------------------------------------------------------ OWN_RANGES
+
+def _own_consumer_ops(first, lower, free, stop, n_tiles, total_turns, pingpong):
+    """One OWN_RANGES consumer's ops (_attend_own) in the program's tile numbering: the program's tiles before
+    its own range waited for (K, V) and freed; its own masked / mask-free / masked ranges as _consumer_ops walks
+    them, its first tile taking turn 0; empty turns up to total_turns; then the tiles after its range, as the
+    first. first <= lower <= free <= stop <= n_tiles."""
+    skip = lambda tiles: [op for t in tiles for op in (("k", t), ("v", t), ("free", t))]
+    own = _consumer_ops(4, stop - first, free - first, pingpong, lower - first)
+    ops = skip(range(first)) + [(kind, t if kind in ("turn", "pass") else t + first) for kind, t in own]
+    mine = (stop - first) + (lower > first) + (free > lower) + (stop > free)
+    for t in range(mine, total_turns):
+        ops += [("turn", t), ("pass", t)] if pingpong else []
+    return ops + skip(range(stop, n_tiles))
+
+
+def _own_item(hopper, m_start, nq, nk, BN, causal, window_left, pingpong, BM=128):
+    """(n_tiles, per-consumer ops, turns) of the 128-row program at m_start under OWN_RANGES."""
+    kv_start, _, _, kv_end = hopper.kv_range(m_start, nq, nk, BM, BN, causal, window_left)
+    tiles = lambda key: -(-(key - kv_start) // BN)
+    owns = [hopper.own_range(m_start, c, nq, nk, BM // 2, BN, causal, window_left, kv_start, kv_end)
+            for c in (0, 1)]
+    total = max(hopper.turns(*own, BN) for own in owns)
+    n_tiles = max(tiles(kv_end), 0)
+    ops = [_own_consumer_ops(tiles(o[0]), tiles(o[1]), tiles(o[2]), tiles(o[3]), n_tiles, total, pingpong)
+           for o in owns]
+    return n_tiles, ops, total
+
+
+@pytest.mark.parametrize("causal,window_left", [(False, -1)] + [(True, w) for w in WINDOWS])
+@pytest.mark.parametrize("BN", [128, 64])
+def test_own_ranges_cover_each_consumers_rows(hopper, causal, window_left, BN):
+    """OWN_RANGES: each consumer's own range holds every key its 64 rows see, lies inside the program's range
+    and on the tile grid; its mask-free tiles are seen by all its rows. With 64-key tiles under causal
+    attention (N_Q = N_KV, whole tiles) the lower consumer's range ends one tile before the program's, and the
+    upper one attends mask-free to the tile where the lower one needs the mask."""
+    import numpy as np
+    BM = 128
+    for nq, nk in _tile_cases(BM, BN):
+        rows, keys = np.arange(nq)[:, None], np.arange(nk)[None, :]
+        visible = (keys <= rows + nk - nq) if causal else np.ones((nq, nk), bool)
+        if window_left >= 0:
+            visible &= keys >= rows + nk - nq - window_left
+        for m_start in range(0, nq, BM):
+            kv_start, _, _, kv_end = hopper.kv_range(m_start, nq, nk, BM, BN, causal, window_left)
+            owns = []
+            for c in (0, 1):
+                start, free_start, free_end, end = own = hopper.own_range(m_start, c, nq, nk, BM // 2, BN, causal,
+                                                                          window_left, kv_start, kv_end)
+                where = (nq, nk, m_start, c, kv_start, kv_end, own)
+                mine = visible[m_start + c * BM // 2:m_start + (c + 1) * BM // 2]
+                assert kv_start <= start <= free_start <= free_end <= end <= kv_end, where
+                assert start % BN == 0 and free_start % BN == 0 and free_end % BN == 0, where
+                assert not mine[:, end:].any() and not mine[:, :start].any(), where
+                assert mine[:, free_start:free_end].all(), where
+                owns.append(own)
+            if causal and window_left < 0 and BN == 64 and nq == nk and nq % BM == 0:
+                assert owns[0][3] == kv_end - BN and owns[1][2] == kv_end - BN, (nq, m_start, owns)
+
+
+OWN_CASES = [(2, False), (2, True), (3, True)]
+
+
+@pytest.mark.parametrize("NUM_BUFFERS,pingpong", OWN_CASES,
+                         ids=[f"nb{nb}" + ("-pingpong" if pp else "") for nb, pp in OWN_CASES])
+@pytest.mark.parametrize("BLOCK_N", [128, 64])
+def test_own_ranges_ring_and_turns(hopper, NUM_BUFFERS, pingpong, BLOCK_N):
+    """Rung 4 with OWN_RANGES, one program per tile: both consumers' ops (_own_consumer_ops) and the producer's
+    over the check's shapes, causal or not, with and without windows, under random interleavings: every wait on
+    the phase it means, no buffer refilled before both consumers freed it (a skipped tile included), each
+    consumer takes as many turns, no deadlock (_simulate_ring)."""
+    import numpy as np
+    rng = np.random.default_rng(2)
+    BM = 128
+    for nq, nk in _tile_cases(BM, BLOCK_N):
+        for causal, window_left in ((False, -1), (True, -1), (True, 100), (True, 300), (True, 0)):
+            for m_start in range(0, nq, BM):
+                n_tiles, ops, _ = _own_item(hopper, m_start, nq, nk, BLOCK_N, causal, window_left, pingpong)
+                for _ in range(3):
+                    _simulate_ring(4, n_tiles, 0, NUM_BUFFERS, hopper.ring_slot, rng, pingpong, hopper.turn_phase,
+                                   consumer_ops=ops)
+
+
+@pytest.mark.parametrize("NUM_BUFFERS", [2, 3])
+def test_own_ranges_persistent_ring_and_turns(hopper, NUM_BUFFERS):
+    """PERSISTENT rung 4 with OWN_RANGES and PINGPONG: several work items per program (each item's turn count
+    the larger of its two consumers'), skipped tiles at either end of an item, under random interleavings
+    (_simulate_persistent)."""
+    import numpy as np
+    rng = np.random.default_rng(3)
+    BM, BN, programs = 128, 64, 3
+    for nq, nk in _tile_cases(BM, BN)[::2]:
+        for causal, window_left in ((True, -1), (True, 100), (False, -1)):
+            num_m = -(-nq // BM)
+            for pid in range(min(programs, num_m)):
+                items = []
+                for m in range(num_m - 1 - pid, -1, -programs):
+                    n_tiles, ops, total = _own_item(hopper, m * BM, nq, nk, BN, causal, window_left, True)
+                    items.append(dict(n_tiles=n_tiles, ops=ops, turns=total))
+                _simulate_persistent(4, items, NUM_BUFFERS, hopper.ring_slot, rng, True, hopper.turn_phase)
+
+
+def test_own_ranges_is_checked_and_compiles(hopper):
+    """OWN_RANGES is rung 4's (host check; the kernel static_asserts it) and compiles for sm_90 without spills,
+    one program per tile and persistent, windowed and not."""
+    with pytest.raises(ValueError, match="OWN_RANGES"):
+        hopper.rung_config(3, 128, {"OWN_RANGES": 1})
+    for config in (dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1, OWN_RANGES=1),
+                   dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1, PERSISTENT=1, SCHEDULED=1, PRODUCER_REGS=32,
+                        OWN_RANGES=1)):
+        for window in (False, True):
+            usage = hopper.resource_usage(hopper.compile_rung(4, 128, torch.bfloat16, True, config=config,
+                                                              window=window))
+            assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, (config, window, usage)

@@ -390,8 +390,92 @@ def _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v
 
 
 @gluon.jit
+def _turns(kv_start, free_start, free_end, kv_end, BLOCK_N: gl.constexpr):
+    """PINGPONG turns a consumer takes over the key ranges [kv_start, free_start), [free_start, free_end),
+    [free_end, kv_end): one per tile and one more per range with tiles (its last P·V; see _attend_pipelined)."""
+    return (gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N) + (free_start > kv_start).to(gl.int32)
+            + (free_end > free_start).to(gl.int32) + (kv_end > free_end).to(gl.int32))
+
+
+@gluon.jit
+def _own_range(m_prog, consumer, N_Q, N_KV, window_left, kv_start, kv_end, IS_CAUSAL: gl.constexpr,
+               WINDOW: gl.constexpr, Q_ROWS: gl.constexpr, BLOCK_N: gl.constexpr):
+    """OWN_RANGES: the key ranges (start, free_start, free_end, end) of consumer `consumer`'s own Q_ROWS rows
+    (from row m_prog + consumer·Q_ROWS), inside the program's [kv_start, kv_end) (own_range on the host); a
+    consumer whose rows see no key of it gets the empty range at kv_start (and skips every tile after it)."""
+    start, free_start, free_end, end = _key_range(m_prog + consumer * Q_ROWS, N_Q, N_KV, window_left, IS_CAUSAL,
+                                                  WINDOW, Q_ROWS, BLOCK_N)
+    start = gl.maximum(start, kv_start)
+    end = gl.minimum(end, kv_end)
+    empty = end <= start                     # no key: the range collapses to the program's start
+    start = gl.where(empty, kv_start, start)
+    end = gl.where(empty, kv_start, end)
+    free_start = gl.minimum(gl.maximum(free_start, start), end)
+    free_end = gl.minimum(gl.maximum(free_end, free_start), end)
+    return start, free_start, free_end, end
+
+
+@gluon.jit
+def _skip_tile(k_bars, v_bars, empty_bars, slot_tile, NUM_BUFFERS: gl.constexpr):
+    """OWN_RANGES: a tile of the program's range that this consumer's rows do not see. Its K and V are waited
+    for (so the buffer's earlier use is over for both consumers, and no load is left in flight), then the buffer
+    is released, as if the tile had been consumed."""
+    buf, phase = _slot(slot_tile, NUM_BUFFERS)
+    mbarrier.wait(k_bars.index(buf), phase)
+    mbarrier.wait(v_bars.index(buf), phase)
+    mbarrier.arrive(empty_bars.index(buf), count=1)
+
+
+@gluon.jit
+def _attend_own(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars,
+                off_b, off_kvh, offs_m, kv_start, kv_end, own_start, own_free_start, own_free_end, own_end, turns,
+                N_KV, diagonal, qk_scale, window_left, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr,
+                CONSUMER: gl.constexpr, PINGPONG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                HEAD_DIM: gl.constexpr, NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr,
+                base=0, turn_base=0):
+    """OWN_RANGES (rung 4): the producer loads the tiles of the program's range [kv_start, kv_end) -- the union
+    of both consumers' rows' keys -- but each consumer attends only to its own rows' range [own_start, own_end),
+    masked where its own rows need a mask: under causal the upper consumer skips the last 64-key tile and the
+    lower one attends mask-free to the tile on the program's diagonal; under a window the lower consumer skips
+    the first. Tiles it skips at either end it waits for and releases (_skip_tile). Every consumer takes `turns`
+    PINGPONG turns in all (the larger count of the two consumers'; the one with fewer pads with empty turns
+    before its trailing skips, so that the other never waits on a turn that comes after a wait of its own)."""
+    n_tiles = gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N)
+    first = (own_start - kv_start) // BLOCK_N                 # the program's tiles before this consumer's range
+    stop = gl.cdiv(own_end - kv_start, BLOCK_N)
+    for tile in range(0, first):
+        _skip_tile(k_bars, v_bars, empty_bars, base + tile, NUM_BUFFERS)
+    shift = turn_base - first                                 # this consumer's first tile takes turn turn_base
+    shift_free = (gl.to_tensor(own_free_start) > own_start).to(gl.int32) + shift
+    shift_masked = shift_free + (gl.to_tensor(own_free_end) > own_free_start).to(gl.int32)
+    if WINDOW:
+        acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+                                          empty_bars, turn_bars, off_b, off_kvh, offs_m, own_start, own_free_start,
+                                          kv_start, kv_end, N_KV, diagonal, qk_scale, window_left, shift, True,
+                                          IS_CAUSAL, WINDOW, True, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM,
+                                          NUM_BUFFERS, s_layout, o_layout, base)
+    acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+                                      empty_bars, turn_bars, off_b, off_kvh, offs_m, own_free_start, own_free_end,
+                                      kv_start, kv_end, N_KV, diagonal, qk_scale, window_left, shift_free, False,
+                                      IS_CAUSAL, WINDOW, True, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM,
+                                      NUM_BUFFERS, s_layout, o_layout, base)
+    acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+                                      empty_bars, turn_bars, off_b, off_kvh, offs_m, own_free_end, own_end,
+                                      kv_start, kv_end, N_KV, diagonal, qk_scale, window_left, shift_masked, True,
+                                      IS_CAUSAL, WINDOW, True, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM,
+                                      NUM_BUFFERS, s_layout, o_layout, base)
+    for t in range(_turns(own_start, own_free_start, own_free_end, own_end, BLOCK_N), turns):
+        _take_turn(turn_bars, turn_base + t, CONSUMER, PINGPONG)
+        _pass_turn(turn_bars, CONSUMER, PINGPONG)
+    for tile in range(stop, n_tiles):
+        _skip_tile(k_bars, v_bars, empty_bars, base + tile, NUM_BUFFERS)
+    return acc, m_i, l_i
+
+
+@gluon.jit
 def _consumer(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, PIPELINED: gl.constexpr, PRODUCER: gl.constexpr,
-              NUM_BUFFERS: gl.constexpr, PINGPONG: gl.constexpr, CONSUMER: gl.constexpr, num_warps: gl.constexpr):
+              NUM_BUFFERS: gl.constexpr, PINGPONG: gl.constexpr, CONSUMER: gl.constexpr, num_warps: gl.constexpr,
+              OWN_RANGES: gl.constexpr = False):
     """Everything but the K/V loads for consumer CONSUMER of the program (rows m_start + CONSUMER·rows of its Q
     tile ...): wait for its Q, attend to every key tile, O / l and LSE out. `args`: the kernel's tuple of its
     run-time arguments (one tuple: a partition's arguments are one tuple literal, whose constexprs must be
@@ -407,6 +491,7 @@ def _consumer(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, PIPELINED: gl
     o_layout: gl.constexpr = _wgmma_layout(num_warps, HEAD_DIM)
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
 
+    m_prog = m_start
     m_start = m_start + CONSUMER * BLOCK_M
     offs_m = m_start + gl.arange(0, BLOCK_M, layout=row_layout)
     m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, row_layout)
@@ -417,10 +502,23 @@ def _consumer(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, PIPELINED: gl
     q_smem = q_smem.index(CONSUMER)
     q_tile = q_smem.reshape([BLOCK_M, HEAD_DIM])
     mbarrier.wait(q_bars.index(CONSUMER), 0)
-    acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
-                                turn_bars, off_b, off_kvh, offs_m, kv_start, free_start, free_end, kv_end, N_KV,
-                                diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW, PIPELINED, PRODUCER, CONSUMER,
-                                PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout)
+    if OWN_RANGES:
+        own = _own_range(m_prog, CONSUMER, N_Q, N_KV, window_left, kv_start, kv_end, IS_CAUSAL, WINDOW, BLOCK_M,
+                         BLOCK_N)
+        other = _own_range(m_prog, 1 - CONSUMER, N_Q, N_KV, window_left, kv_start, kv_end, IS_CAUSAL, WINDOW,
+                           BLOCK_M, BLOCK_N)
+        turns = gl.maximum(_turns(own[0], own[1], own[2], own[3], BLOCK_N),
+                           _turns(other[0], other[1], other[2], other[3], BLOCK_N))
+        acc, m_i, l_i = _attend_own(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+                                    empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, kv_end, own[0], own[1],
+                                    own[2], own[3], turns, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW,
+                                    CONSUMER, PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout)
+    else:
+        acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+                                    empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, free_start, free_end,
+                                    kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW, PIPELINED,
+                                    PRODUCER, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout,
+                                    o_layout)
 
     _write_out(acc, m_i, l_i, q_smem, q_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q, dtype,
                o_layout)
@@ -548,7 +646,7 @@ def _load_q(q_desc, q_smem, q_bars, k, pid, nprog, num_m, BH, H, GROUP, schedule
 @gluon.jit
 def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NUM_BUFFERS: gl.constexpr,
                          PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr, CONSUMER: gl.constexpr,
-                         SCHEDULED: gl.constexpr, num_warps: gl.constexpr):
+                         SCHEDULED: gl.constexpr, num_warps: gl.constexpr, OWN_RANGES: gl.constexpr = False):
     """PERSISTENT (rungs 3-4): consumer CONSUMER over its work items (_work_item). Its Q rows have one shared
     buffer: the next item's Q is loaded (by this consumer) as soon as the last wgmma that reads this item's Q has
     completed, so the load overlaps this item's epilogue. O is staged in a buffer of its own and stored by TMA
@@ -590,11 +688,25 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
         m_i = gl.full([Q_ROWS], float("-inf"), gl.float32, row_layout)
         l_i = gl.zeros([Q_ROWS], gl.float32, row_layout)
         acc = gl.zeros([Q_ROWS, HEAD_DIM], gl.float32, o_layout)
-        acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
-                                    empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, free_start, free_end,
-                                    kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW, True, True,
-                                    CONSUMER, PINGPONG, Q_ROWS, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout,
-                                    base, turn_base)
+        if OWN_RANGES:
+            own = _own_range(m_prog, CONSUMER, N_Q, N_KV, window_left, kv_start, kv_end, IS_CAUSAL, WINDOW, Q_ROWS,
+                             BLOCK_N)
+            other = _own_range(m_prog, 1 - CONSUMER, N_Q, N_KV, window_left, kv_start, kv_end, IS_CAUSAL, WINDOW,
+                               Q_ROWS, BLOCK_N)
+            item_turns = gl.maximum(_turns(own[0], own[1], own[2], own[3], BLOCK_N),
+                                    _turns(other[0], other[1], other[2], other[3], BLOCK_N))
+            acc, m_i, l_i = _attend_own(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+                                        empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, kv_end, own[0],
+                                        own[1], own[2], own[3], item_turns, N_KV, diagonal, qk_scale, window_left,
+                                        IS_CAUSAL, WINDOW, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N, HEAD_DIM,
+                                        NUM_BUFFERS, s_layout, o_layout, base, turn_base)
+        else:
+            item_turns = _turns(kv_start, free_start, free_end, kv_end, BLOCK_N)
+            acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+                                        empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, free_start,
+                                        free_end, kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW,
+                                        True, True, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N, HEAD_DIM, NUM_BUFFERS,
+                                        s_layout, o_layout, base, turn_base)
         if count + 1 < n_items:                          # every wgmma reading this Q is done: the next item's
             gl.thread_barrier()
             _load_q(q_desc, q_smem, q_bars, count + 1, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER,
@@ -602,11 +714,8 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
         tma.store_wait(0)                                # the previous item's O has left o_buf
         _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q, dtype,
                    o_layout)
-        n_tiles = gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N)
-        ranges = ((free_start > kv_start).to(gl.int32) + (free_end > free_start).to(gl.int32)
-                  + (kv_end > free_end).to(gl.int32))
-        base += n_tiles
-        turn_base += n_tiles + ranges
+        base += gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N)
+        turn_base += item_turns
     tma.store_wait(0)
 
 
@@ -660,7 +769,7 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
                           schedule_ptr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, RUNG: gl.constexpr,
                           NUM_BUFFERS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                           PINGPONG: gl.constexpr, PERSISTENT: gl.constexpr, SCHEDULED: gl.constexpr,
-                          num_warps: gl.constexpr):
+                          OWN_RANGES: gl.constexpr, num_warps: gl.constexpr):
     """Grid (cdiv(N_Q, BLOCK_M), B·H), or PERSISTENT (rungs 3-4) at most one program per SM, each taking its
     units of the cdiv(N_Q, BLOCK_M)·BH query tiles round-robin (_units, _work_item). q_desc/o_desc: 4-D
     (B, H, N_Q, D) descriptors with (1, 1, BLOCK_M / C, D) boxes, C the rung's consumer partitions (consumers());
@@ -676,14 +785,16 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
     gl.static_assert(IS_CAUSAL or not WINDOW, "a window needs the causal mask (its right bound)")
     gl.static_assert(RUNG >= 3 or not PERSISTENT, "PERSISTENT needs the producer partition (rungs 3-4)")
     gl.static_assert(PERSISTENT or not SCHEDULED, "SCHEDULED orders a PERSISTENT launch's work items")
+    gl.static_assert(RUNG == 4 or not OWN_RANGES, "OWN_RANGES splits rung 4's key range between its two consumers")
 
     if PERSISTENT:
         _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left, BH,
                     schedule_ptr, IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG,
-                    SCHEDULED, num_warps)
+                    SCHEDULED, OWN_RANGES, num_warps)
     else:
         _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left,
-                  IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG, num_warps)
+                  IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG, OWN_RANGES,
+                  num_warps)
 
 
 @gluon.jit
@@ -727,7 +838,7 @@ def _invalidate(q_bars, k_bars, v_bars, empty_bars, turn_bars, CONSUMERS: gl.con
 def _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left,
               IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, RUNG: gl.constexpr, NUM_BUFFERS: gl.constexpr,
               PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, PINGPONG: gl.constexpr,
-              num_warps: gl.constexpr):
+              OWN_RANGES: gl.constexpr, num_warps: gl.constexpr):
     """One program per (query tile, batch·head): program ids (query tile, b·H + h)."""
     CONSUMERS: gl.constexpr = _consumers(RUNG)
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
@@ -763,8 +874,10 @@ def _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_s
                 NUM_BUFFERS)
     if RUNG == 4:
         gl.warp_specialize([
-            (_consumer, (consumer, IS_CAUSAL, WINDOW, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 0, num_warps)),
-            (_consumer, (consumer, IS_CAUSAL, WINDOW, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 1, num_warps)),
+            (_consumer, (consumer, IS_CAUSAL, WINDOW, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 0, num_warps,
+                         OWN_RANGES)),
+            (_consumer, (consumer, IS_CAUSAL, WINDOW, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 1, num_warps,
+                         OWN_RANGES)),
             (_producer, producer),
         ], [num_warps, 1], [CONSUMER_REGS, PRODUCER_REGS])
     elif RUNG == 3:
@@ -785,7 +898,7 @@ def _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_s
 def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left, BH,
                 schedule_ptr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, RUNG: gl.constexpr,
                 NUM_BUFFERS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                PINGPONG: gl.constexpr, SCHEDULED: gl.constexpr, num_warps: gl.constexpr):
+                PINGPONG: gl.constexpr, SCHEDULED: gl.constexpr, OWN_RANGES: gl.constexpr, num_warps: gl.constexpr):
     """PERSISTENT: the rung's partitions, each looping over the program's work items (_consumer_persistent,
     _producer_persistent); shared memory and barriers are set up once."""
     CONSUMERS: gl.constexpr = _consumers(RUNG)
@@ -805,9 +918,9 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
     if RUNG == 4:
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
-                                    num_warps)),
+                                    num_warps, OWN_RANGES)),
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 1, SCHEDULED,
-                                    num_warps)),
+                                    num_warps, OWN_RANGES)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
                                     BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
                                     NUM_BUFFERS, SCHEDULED)),
@@ -857,6 +970,25 @@ def kv_range(m_start, N_Q, N_KV, BLOCK_M, BLOCK_N, causal, window_left=-1):
     return kv_start, free_start, free_end, kv_end
 
 
+def own_range(m_prog, consumer, N_Q, N_KV, Q_ROWS, BLOCK_N, causal, window_left, kv_start, kv_end):
+    """OWN_RANGES: consumer `consumer`'s own key ranges (start, free_start, free_end, end) inside the program's
+    [kv_start, kv_end), in plain Python: the kernel's ``_own_range`` (keep the two in step)."""
+    start, free_start, free_end, end = kv_range(m_prog + consumer * Q_ROWS, N_Q, N_KV, Q_ROWS, BLOCK_N, causal,
+                                                window_left)
+    start, end = max(start, kv_start), min(end, kv_end)
+    if end <= start:                         # no key: the range collapses to the program's start
+        start = end = kv_start
+    free_start = min(max(free_start, start), end)
+    free_end = min(max(free_end, free_start), end)
+    return start, free_start, free_end, end
+
+
+def turns(kv_start, free_start, free_end, kv_end, BLOCK_N):
+    """The kernel's ``_turns`` in plain Python: PINGPONG turns over the three key ranges."""
+    return (max(-(-(kv_end - kv_start) // BLOCK_N), 0) + (free_start > kv_start) + (free_end > free_start)
+            + (kv_end > free_end))
+
+
 def ring_slot(tile, NUM_BUFFERS):
     """(buffer, phase parity) of key tile `tile` in a ring of NUM_BUFFERS: the kernel's ``_slot`` in plain
     Python (keep the two in step), for the CPU tests."""
@@ -890,6 +1022,8 @@ def rung_config(rung, head_dim, config=None):
         raise ValueError(f"PERSISTENT needs the producer partition of rungs 3-4; rung {rung} has none")
     if cfg.get("SCHEDULED") and not cfg.get("PERSISTENT"):
         raise ValueError("SCHEDULED orders the work items of a PERSISTENT launch; set PERSISTENT too")
+    if cfg.get("OWN_RANGES") and rung != 4:
+        raise ValueError(f"OWN_RANGES splits rung 4's key range between its two consumers; rung {rung} has one")
     return cfg
 
 
@@ -898,7 +1032,8 @@ def _constexprs(rung, causal, cfg, window=False):
     return dict(IS_CAUSAL=bool(causal), WINDOW=bool(window), RUNG=rung, NUM_BUFFERS=cfg["NUM_BUFFERS"],
                 PRODUCER_REGS=cfg.get("PRODUCER_REGS", 24), CONSUMER_REGS=cfg.get("CONSUMER_REGS", 240),
                 PINGPONG=bool(cfg.get("PINGPONG", False)), PERSISTENT=bool(cfg.get("PERSISTENT", False)),
-                SCHEDULED=bool(cfg.get("SCHEDULED", False)), num_warps=cfg["num_warps"])
+                SCHEDULED=bool(cfg.get("SCHEDULED", False)), OWN_RANGES=bool(cfg.get("OWN_RANGES", False)),
+                num_warps=cfg["num_warps"])
 
 
 def _options(cfg):

@@ -35,4 +35,12 @@ CONFIGS = {
                                             PRODUCER_REGS=32)),
     "r4_n128b2_pingpong_scheduled": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1, SCHEDULED=1,
                                              PRODUCER_REGS=32)),
+    # each consumer attends only to its own 64 rows' key range (OWN_RANGES: under causal the lower one skips the
+    # diagonal's last 64-key tile and the upper one needs no mask on the one before; under a window the upper
+    # one skips the first), one program per tile, paired units, or the host's schedule
+    "r4_n64b3_pingpong_own": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1, OWN_RANGES=1)),
+    "r4_n64b3_pingpong_persistent_own": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1, PERSISTENT=1,
+                                                 PRODUCER_REGS=32, OWN_RANGES=1)),
+    "r4_n64b3_pingpong_scheduled_own": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1, PERSISTENT=1, SCHEDULED=1,
+                                                PRODUCER_REGS=32, OWN_RANGES=1)),
 }

@@ -167,6 +167,17 @@ def _tile_cases(block_m=128, block_n=128):
 WINDOWS = [-1, 0, 1, 37, 64, 127, 128, 300, 1000]     # -1: none; causal only
 
 
+def _visible(nq, nk, causal, window_left):
+    """(nq, nk) bool: the (query, key) pairs attention sees, bottom-right causal (key <= query + nk - nq) and with
+    a window also key >= query + nk - nq - window_left; every pair without the causal mask."""
+    import numpy as np
+    rows, keys = np.arange(nq)[:, None], np.arange(nk)[None, :]
+    visible = (keys <= rows + nk - nq) if causal else np.ones((nq, nk), bool)
+    if window_left >= 0:
+        visible &= keys >= rows + nk - nq - window_left
+    return visible
+
+
 @pytest.mark.parametrize("causal,window_left", [(False, -1)] + [(True, w) for w in WINDOWS])
 @pytest.mark.parametrize("BN", [128, 64])
 def test_kv_range_covers_the_visible_keys(hopper, causal, window_left, BN):
@@ -174,13 +185,9 @@ def test_kv_range_covers_the_visible_keys(hopper, causal, window_left, BN):
     window also key >= query + N_KV - N_Q - window_left, or all keys < N_KV, lies in [kv_start, kv_end);
     [free_start, free_end) is whole tiles every query of the tile sees (no mask); the ranges are in order and
     on the tile grid."""
-    import numpy as np
     BM = 128
     for nq, nk in _tile_cases(BM, BN):
-        rows, keys = np.arange(nq)[:, None], np.arange(nk)[None, :]
-        visible = (keys <= rows + nk - nq) if causal else np.ones((nq, nk), bool)
-        if window_left >= 0:
-            visible &= keys >= rows + nk - nq - window_left
+        visible = _visible(nq, nk, causal, window_left)
         for m_start in range(0, nq, BM):
             kv_start, free_start, free_end, kv_end = hopper.kv_range(m_start, nq, nk, BM, BN, causal, window_left)
             where = (nq, nk, m_start, kv_start, free_start, free_end, kv_end)
@@ -695,13 +702,9 @@ def test_own_ranges_cover_each_consumers_rows(hopper, causal, window_left, BN):
     and on the tile grid; its mask-free tiles are seen by all its rows. With 64-key tiles under causal
     attention (N_Q = N_KV, whole tiles) the lower consumer's range ends one tile before the program's, and the
     upper one attends mask-free to the tile where the lower one needs the mask."""
-    import numpy as np
     BM = 128
     for nq, nk in _tile_cases(BM, BN):
-        rows, keys = np.arange(nq)[:, None], np.arange(nk)[None, :]
-        visible = (keys <= rows + nk - nq) if causal else np.ones((nq, nk), bool)
-        if window_left >= 0:
-            visible &= keys >= rows + nk - nq - window_left
+        visible = _visible(nq, nk, causal, window_left)
         for m_start in range(0, nq, BM):
             kv_start, _, _, kv_end = hopper.kv_range(m_start, nq, nk, BM, BN, causal, window_left)
             owns = []

@@ -416,6 +416,20 @@ def _own_range(m_prog, consumer, N_Q, N_KV, window_left, kv_start, kv_end, IS_CA
 
 
 @gluon.jit
+def _own_work(m_prog, consumer: gl.constexpr, N_Q, N_KV, window_left, kv_start, kv_end, IS_CAUSAL: gl.constexpr,
+              WINDOW: gl.constexpr, Q_ROWS: gl.constexpr, BLOCK_N: gl.constexpr):
+    """OWN_RANGES: consumer `consumer`'s own ranges (_own_range) and the program's turn count, the larger of the two
+    consumers' (_turns): (start, free_start, free_end, end, turns)."""
+    start, free_start, free_end, end = _own_range(m_prog, consumer, N_Q, N_KV, window_left, kv_start, kv_end,
+                                                  IS_CAUSAL, WINDOW, Q_ROWS, BLOCK_N)
+    o_start, o_free_start, o_free_end, o_end = _own_range(m_prog, 1 - consumer, N_Q, N_KV, window_left, kv_start,
+                                                          kv_end, IS_CAUSAL, WINDOW, Q_ROWS, BLOCK_N)
+    turns = gl.maximum(_turns(start, free_start, free_end, end, BLOCK_N),
+                       _turns(o_start, o_free_start, o_free_end, o_end, BLOCK_N))
+    return start, free_start, free_end, end, turns
+
+
+@gluon.jit
 def _skip_tile(k_bars, v_bars, empty_bars, slot_tile, NUM_BUFFERS: gl.constexpr):
     """OWN_RANGES: a tile of the program's range that this consumer's rows do not see. Its K and V are waited
     for (so the buffer's earlier use is over for both consumers, and no load is left in flight), then the buffer
@@ -503,16 +517,13 @@ def _consumer(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, PIPELINED: gl
     q_tile = q_smem.reshape([BLOCK_M, HEAD_DIM])
     mbarrier.wait(q_bars.index(CONSUMER), 0)
     if OWN_RANGES:
-        own = _own_range(m_prog, CONSUMER, N_Q, N_KV, window_left, kv_start, kv_end, IS_CAUSAL, WINDOW, BLOCK_M,
-                         BLOCK_N)
-        other = _own_range(m_prog, 1 - CONSUMER, N_Q, N_KV, window_left, kv_start, kv_end, IS_CAUSAL, WINDOW,
-                           BLOCK_M, BLOCK_N)
-        turns = gl.maximum(_turns(own[0], own[1], own[2], own[3], BLOCK_N),
-                           _turns(other[0], other[1], other[2], other[3], BLOCK_N))
+        start, free_start, free_end, end, turns = _own_work(m_prog, CONSUMER, N_Q, N_KV, window_left, kv_start,
+                                                            kv_end, IS_CAUSAL, WINDOW, BLOCK_M, BLOCK_N)
         acc, m_i, l_i = _attend_own(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
-                                    empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, kv_end, own[0], own[1],
-                                    own[2], own[3], turns, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW,
-                                    CONSUMER, PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout)
+                                    empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, kv_end, start,
+                                    free_start, free_end, end, turns, N_KV, diagonal, qk_scale, window_left,
+                                    IS_CAUSAL, WINDOW, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS,
+                                    s_layout, o_layout)
     else:
         acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
                                     empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, free_start, free_end,
@@ -689,17 +700,13 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
         l_i = gl.zeros([Q_ROWS], gl.float32, row_layout)
         acc = gl.zeros([Q_ROWS, HEAD_DIM], gl.float32, o_layout)
         if OWN_RANGES:
-            own = _own_range(m_prog, CONSUMER, N_Q, N_KV, window_left, kv_start, kv_end, IS_CAUSAL, WINDOW, Q_ROWS,
-                             BLOCK_N)
-            other = _own_range(m_prog, 1 - CONSUMER, N_Q, N_KV, window_left, kv_start, kv_end, IS_CAUSAL, WINDOW,
-                               Q_ROWS, BLOCK_N)
-            item_turns = gl.maximum(_turns(own[0], own[1], own[2], own[3], BLOCK_N),
-                                    _turns(other[0], other[1], other[2], other[3], BLOCK_N))
+            start, own_free_start, own_free_end, end, item_turns = _own_work(
+                m_prog, CONSUMER, N_Q, N_KV, window_left, kv_start, kv_end, IS_CAUSAL, WINDOW, Q_ROWS, BLOCK_N)
             acc, m_i, l_i = _attend_own(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
-                                        empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, kv_end, own[0],
-                                        own[1], own[2], own[3], item_turns, N_KV, diagonal, qk_scale, window_left,
-                                        IS_CAUSAL, WINDOW, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N, HEAD_DIM,
-                                        NUM_BUFFERS, s_layout, o_layout, base, turn_base)
+                                        empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, kv_end, start,
+                                        own_free_start, own_free_end, end, item_turns, N_KV, diagonal, qk_scale,
+                                        window_left, IS_CAUSAL, WINDOW, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N,
+                                        HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, turn_base)
         else:
             item_turns = _turns(kv_start, free_start, free_end, kv_end, BLOCK_N)
             acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,

@@ -366,7 +366,8 @@ def test_a_windowed_call_runs_the_gluon_plan_the_table_chooses(monkeypatch):
 
 
 @pytest.mark.skipif(not HOPPER, reason="the Gluon kernels need an sm_90 GPU")
-@pytest.mark.parametrize("name", ["r4_n64b3_pingpong", "r1_m128n64b2w4", "r1_m64n64b2w4"])
+@pytest.mark.parametrize("name", ["r4_n64b3_pingpong", "r1_m128n64b2w4", "r1_m64n64b2w4",
+                                  "r4_n128b2_pingpong_scheduled", "r4_n64b3_pingpong_scheduled_own"])
 @pytest.mark.parametrize("D,dtype,N,left", [(128, torch.bfloat16, 300, 37), (64, torch.float16, 700, 256),
                                             (128, torch.float16, 1000, 0)])
 def test_windowed_gluon_plan_on_gpu_matches_fp64(monkeypatch, name, D, dtype, N, left):

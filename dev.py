@@ -10,15 +10,24 @@ and the release check (CI runs it too):
                            # wheel into a fresh venv and smoke-test it there; then the same from the
                            # checkout's git URL (what Colab's setup cell does)
 
+    python3 dev.py setup   # only the set-up that the others do first (CI runs it in the background)
+
+Each command sets its venv up first, and skips that when the venv was last set up, to the end, from the same
+requirement files, pyproject.toml, fa2/_version.py and knobs (delete VENV/fa2-setup.txt to force it).
+
 Without a GPU, kernels run under the Triton interpreter. Environment knobs (CI uses them):
 
     FA2_TORCH   how torch is installed when the environment has none, the wheel's fresh venv included
                 (default: torch==2.13.0, whose CPU build CPU-only machines have cached)
     FA2_VENV    the virtual environment to use (default .venv)
-    FA2_TRITON  a pip requirement installed over the pinned Triton, e.g. "triton==3.5.1", or "triton" for the
-                newest release the index serves
+    FA2_TRITON  a pip requirement for Triton in place of the pinned one, e.g. "triton==3.5.1", or "triton" for
+                the newest release the index serves when the venv is set up. For `test` and `setup` the venv
+                then gets what the tests need (requirements-test.txt) with that Triton, in one install, and not
+                the book's and the release's tools; `book` and `wheel` install it over requirements-dev.txt's
 """
 
+import contextlib
+import hashlib
 import os
 import shutil
 import subprocess
@@ -49,17 +58,50 @@ def has(module: str) -> bool:
     return subprocess.run([str(PY), "-c", f"import {module}"], capture_output=True).returncode == 0
 
 
-def setup() -> None:
+@contextlib.contextmanager
+def checkout_lock():
+    """Held while pip writes into the checkout: an editable install and `python -m build` both write
+    fa2_triton.egg-info there, and CI sets venvs up side by side (POSIX; elsewhere nothing runs side by side)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    fd = os.open(ROOT, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)                                     # closing it releases the lock
+
+
+def setup(what: str) -> None:
+    triton = os.environ.get("FA2_TRITON")
+    # A venv for another Triton runs the package tests (CI's oldest and newest): it gets what they need and that
+    # Triton, resolved together in one install, instead of requirements-dev.txt's Triton replaced afterwards.
+    tests_only = bool(triton) and what in ("test", "setup")
+    requirements = "requirements-test.txt" if tests_only else "requirements-dev.txt"
+    inputs = ["requirements.txt", "requirements-test.txt", "requirements-dev.txt", "pyproject.toml",
+              "fa2/_version.py"]
+    key = "\n".join([sys.version, f"FA2_TORCH={TORCH}", f"FA2_TRITON={triton or ''}", requirements,
+                     *(f"{name} {hashlib.sha256((ROOT / name).read_bytes()).hexdigest()}" for name in inputs)])
+    stamp = VENV / "fa2-setup.txt"                      # written when a set-up finishes
+    if PY.exists() and stamp.exists() and stamp.read_text() == key:
+        print(f"+ ({VENV.name} is set up from these requirements already: {stamp} says so)", flush=True)
+        return
     if not PY.exists():
         sh(sys.executable, "-m", "venv", VENV)
+    stamp.unlink(missing_ok=True)
     if not has("torch"):
         # A CPU machine needs no CUDA build of several GB; a GPU machine keeps whatever torch it brings.
         sh(PY, "-m", "pip", "install", "-q", TORCH)
-    sh(PY, "-m", "pip", "install", "-q", "-r", "requirements-dev.txt", "-e", ".")
-    triton = os.environ.get("FA2_TRITON")
-    if triton:
+    sh(PY, "-m", "pip", "install", "-q", "-r", requirements, *([triton] if tests_only else []))
+    with checkout_lock():
+        sh(PY, "-m", "pip", "install", "-q", "-e", ".")
+    if triton and not tests_only:
         sh(PY, "-m", "pip", "install", "-q", "--upgrade", triton)
     sh(PY, "-c", "import torch, triton; print('torch', torch.__version__, '| triton', triton.__version__)")
+    stamp.write_text(key)
 
 
 def wheel() -> int:
@@ -76,7 +118,8 @@ def wheel() -> int:
 
     dist = ROOT / "dist"
     shutil.rmtree(dist, ignore_errors=True)
-    step("build", PY, "-m", "build", "--outdir", dist, ".")   # the sdist, then the wheel built from the sdist
+    with checkout_lock():                                   # the sdist is made in the checkout
+        step("build", PY, "-m", "build", "--outdir", dist, ".")  # the sdist, then the wheel built from the sdist
     sh(PY, "tools/wheel_smoke.py", "--contents", dist)
     triton = subprocess.run([str(PY), "-c", "import triton; print(triton.__version__)"], check=True,
                             capture_output=True, text=True).stdout.strip()
@@ -105,10 +148,12 @@ def wheel() -> int:
 
 def main() -> int:
     what = sys.argv[1] if len(sys.argv) > 1 else ""
-    if what not in ("test", "book", "wheel"):
+    if what not in ("test", "book", "wheel", "setup"):
         print(__doc__)
         return 2
-    setup()
+    setup(what)
+    if what == "setup":
+        return 0
     if what == "wheel":
         return wheel()
     if what == "test":

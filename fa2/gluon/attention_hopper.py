@@ -459,25 +459,13 @@ def _attend_own(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v
     stop = gl.cdiv(own_end - kv_start, BLOCK_N)
     for tile in range(0, first):
         _skip_tile(k_bars, v_bars, empty_bars, base + tile, NUM_BUFFERS)
-    shift = turn_base - first                                 # this consumer's first tile takes turn turn_base
-    shift_free = (gl.to_tensor(own_free_start) > own_start).to(gl.int32) + shift
-    shift_masked = shift_free + (gl.to_tensor(own_free_end) > own_free_start).to(gl.int32)
-    if WINDOW:
-        acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
-                                          empty_bars, turn_bars, off_b, off_kvh, offs_m, own_start, own_free_start,
-                                          kv_start, kv_end, N_KV, diagonal, qk_scale, window_left, shift, True,
-                                          IS_CAUSAL, WINDOW, True, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM,
-                                          NUM_BUFFERS, s_layout, o_layout, base)
-    acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
-                                      empty_bars, turn_bars, off_b, off_kvh, offs_m, own_free_start, own_free_end,
-                                      kv_start, kv_end, N_KV, diagonal, qk_scale, window_left, shift_free, False,
-                                      IS_CAUSAL, WINDOW, True, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM,
-                                      NUM_BUFFERS, s_layout, o_layout, base)
-    acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
-                                      empty_bars, turn_bars, off_b, off_kvh, offs_m, own_free_end, own_end,
-                                      kv_start, kv_end, N_KV, diagonal, qk_scale, window_left, shift_masked, True,
-                                      IS_CAUSAL, WINDOW, True, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM,
-                                      NUM_BUFFERS, s_layout, o_layout, base)
+    # _attend_all's three loops over the own range: its tiles, counted from own_start, sit `first` tiles into
+    # the program's ring, and its first one takes turn turn_base
+    acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
+                                turn_bars, off_b, off_kvh, offs_m, own_start, own_free_start, own_free_end, own_end,
+                                N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW, True, True, CONSUMER,
+                                PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout,
+                                base + first, turn_base)
     for t in range(_turns(own_start, own_free_start, own_free_end, own_end, BLOCK_N), turns):
         _take_turn(turn_bars, turn_base + t, CONSUMER, PINGPONG)
         _pass_turn(turn_bars, CONSUMER, PINGPONG)

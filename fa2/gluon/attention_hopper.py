@@ -475,9 +475,20 @@ def _attend_own(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v
 
 
 @gluon.jit
+def _q_operand(q_tile, Q_REGS: gl.constexpr, s_layout: gl.constexpr):
+    """The A operand of the S = Q·Kᵀ wgmmas: Q's shared tile, or with Q_REGS its rows loaded once into registers
+    in the wgmma A-operand layout (Q·Kᵀ then reads only K from shared memory: half the shared-memory traffic of
+    its wgmmas with 64-key tiles)."""
+    if Q_REGS:
+        return q_tile.load(gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2))
+    else:
+        return q_tile
+
+
+@gluon.jit
 def _consumer(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, PIPELINED: gl.constexpr, PRODUCER: gl.constexpr,
               NUM_BUFFERS: gl.constexpr, PINGPONG: gl.constexpr, CONSUMER: gl.constexpr, num_warps: gl.constexpr,
-              OWN_RANGES: gl.constexpr = False):
+              OWN_RANGES: gl.constexpr = False, Q_REGS: gl.constexpr = False):
     """Everything but the K/V loads for consumer CONSUMER of the program (rows m_start + CONSUMER·rows of its Q
     tile ...): wait for its Q, attend to every key tile, O / l and LSE out. `args`: the kernel's tuple of its
     run-time arguments (one tuple: a partition's arguments are one tuple literal, whose constexprs must be
@@ -504,16 +515,17 @@ def _consumer(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, PIPELINED: gl
     q_smem = q_smem.index(CONSUMER)
     q_tile = q_smem.reshape([BLOCK_M, HEAD_DIM])
     mbarrier.wait(q_bars.index(CONSUMER), 0)
+    q_op = _q_operand(q_tile, Q_REGS, s_layout)
     if OWN_RANGES:
         start, free_start, free_end, end, turns = _own_work(m_prog, CONSUMER, N_Q, N_KV, window_left, kv_start,
                                                             kv_end, IS_CAUSAL, WINDOW, BLOCK_M, BLOCK_N)
-        acc, m_i, l_i = _attend_own(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+        acc, m_i, l_i = _attend_own(acc, m_i, l_i, q_op, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
                                     empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, kv_end, start,
                                     free_start, free_end, end, turns, N_KV, diagonal, qk_scale, window_left,
                                     IS_CAUSAL, WINDOW, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS,
                                     s_layout, o_layout)
     else:
-        acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+        acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_op, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
                                     empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, free_start, free_end,
                                     kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW, PIPELINED,
                                     PRODUCER, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout,
@@ -645,7 +657,8 @@ def _load_q(q_desc, q_smem, q_bars, k, pid, nprog, num_m, BH, H, GROUP, schedule
 @gluon.jit
 def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NUM_BUFFERS: gl.constexpr,
                          PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr, CONSUMER: gl.constexpr,
-                         SCHEDULED: gl.constexpr, num_warps: gl.constexpr, OWN_RANGES: gl.constexpr = False):
+                         SCHEDULED: gl.constexpr, num_warps: gl.constexpr, OWN_RANGES: gl.constexpr = False,
+                         Q_REGS: gl.constexpr = False):
     """PERSISTENT (rungs 3-4): consumer CONSUMER over its work items (_work_item). Its Q rows have one shared
     buffer: the next item's Q is loaded (by this consumer) as soon as the last wgmma that reads this item's Q has
     completed, so the load overlaps this item's epilogue. O is staged in a buffer of its own and stored by TMA
@@ -682,6 +695,12 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
         kv_start, free_start, free_end, kv_end = _item_range(m_prog, N_Q, N_KV, window_left, IS_CAUSAL, WINDOW,
                                                              BLOCK_M, BLOCK_N)
         mbarrier.wait(q_bars.index(CONSUMER), count & 1)
+        q_op = _q_operand(q_tile, Q_REGS, s_layout)
+        if Q_REGS:
+            if count + 1 < n_items:                      # Q is in registers: the next item's Q loads meanwhile
+                gl.thread_barrier()
+                _load_q(q_desc, q_smem, q_bars, count + 1, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER,
+                        IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED)
         m_start = m_prog + CONSUMER * Q_ROWS
         offs_m = m_start + gl.arange(0, Q_ROWS, layout=row_layout)
         m_i = gl.full([Q_ROWS], float("-inf"), gl.float32, row_layout)
@@ -690,19 +709,19 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
         if OWN_RANGES:
             start, own_free_start, own_free_end, end, item_turns = _own_work(
                 m_prog, CONSUMER, N_Q, N_KV, window_left, kv_start, kv_end, IS_CAUSAL, WINDOW, Q_ROWS, BLOCK_N)
-            acc, m_i, l_i = _attend_own(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+            acc, m_i, l_i = _attend_own(acc, m_i, l_i, q_op, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
                                         empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, kv_end, start,
                                         own_free_start, own_free_end, end, item_turns, N_KV, diagonal, qk_scale,
                                         window_left, IS_CAUSAL, WINDOW, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N,
                                         HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, turn_base)
         else:
             item_turns = _turns(kv_start, free_start, free_end, kv_end, BLOCK_N)
-            acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+            acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_op, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
                                         empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, free_start,
                                         free_end, kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW,
                                         True, True, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N, HEAD_DIM, NUM_BUFFERS,
                                         s_layout, o_layout, base, turn_base)
-        if count + 1 < n_items:                          # every wgmma reading this Q is done: the next item's
+        if not Q_REGS and count + 1 < n_items:           # every wgmma reading this Q is done: the next item's
             gl.thread_barrier()
             _load_q(q_desc, q_smem, q_bars, count + 1, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER,
                     IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED)
@@ -764,7 +783,7 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
                           schedule_ptr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, RUNG: gl.constexpr,
                           NUM_BUFFERS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                           PINGPONG: gl.constexpr, PERSISTENT: gl.constexpr, SCHEDULED: gl.constexpr,
-                          OWN_RANGES: gl.constexpr, num_warps: gl.constexpr):
+                          OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, num_warps: gl.constexpr):
     """Grid (cdiv(N_Q, BLOCK_M), B·H), or PERSISTENT (rungs 3-4) at most one program per SM, each taking its
     units of the cdiv(N_Q, BLOCK_M)·BH query tiles round-robin (_units, _work_item). q_desc/o_desc: 4-D
     (B, H, N_Q, D) descriptors with (1, 1, BLOCK_M / C, D) boxes, C the rung's consumer partitions (consumers());
@@ -785,11 +804,11 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
     if PERSISTENT:
         _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left, BH,
                     schedule_ptr, IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG,
-                    SCHEDULED, OWN_RANGES, num_warps)
+                    SCHEDULED, OWN_RANGES, Q_REGS, num_warps)
     else:
         _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left,
                   IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG, OWN_RANGES,
-                  num_warps)
+                  Q_REGS, num_warps)
 
 
 @gluon.jit
@@ -833,7 +852,7 @@ def _invalidate(q_bars, k_bars, v_bars, empty_bars, turn_bars, CONSUMERS: gl.con
 def _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left,
               IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, RUNG: gl.constexpr, NUM_BUFFERS: gl.constexpr,
               PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, PINGPONG: gl.constexpr,
-              OWN_RANGES: gl.constexpr, num_warps: gl.constexpr):
+              OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, num_warps: gl.constexpr):
     """One program per (query tile, batch·head): program ids (query tile, b·H + h)."""
     CONSUMERS: gl.constexpr = _consumers(RUNG)
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
@@ -870,21 +889,23 @@ def _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_s
     if RUNG == 4:
         gl.warp_specialize([
             (_consumer, (consumer, IS_CAUSAL, WINDOW, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 0, num_warps,
-                         OWN_RANGES)),
+                         OWN_RANGES, Q_REGS)),
             (_consumer, (consumer, IS_CAUSAL, WINDOW, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 1, num_warps,
-                         OWN_RANGES)),
+                         OWN_RANGES, Q_REGS)),
             (_producer, producer),
         ], [num_warps, 1], [CONSUMER_REGS, PRODUCER_REGS])
     elif RUNG == 3:
         gl.warp_specialize([
-            (_consumer, (consumer, IS_CAUSAL, WINDOW, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 0, num_warps)),
+            (_consumer, (consumer, IS_CAUSAL, WINDOW, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 0, num_warps,
+                         False, Q_REGS)),
             (_producer, producer),
         ], [1], [PRODUCER_REGS])
     else:
         for i in gl.static_range(NUM_BUFFERS):      # the first tiles in flight before any compute
             _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, i, kv_start, kv_end, BLOCK_N,
                      NUM_BUFFERS)
-        _consumer(consumer, IS_CAUSAL, WINDOW, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 0, num_warps)
+        _consumer(consumer, IS_CAUSAL, WINDOW, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 0, num_warps, False,
+                  Q_REGS)
 
     _invalidate(q_bars, k_bars, v_bars, empty_bars, turn_bars, CONSUMERS, NUM_BUFFERS, PINGPONG)
 
@@ -893,7 +914,8 @@ def _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_s
 def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left, BH,
                 schedule_ptr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, RUNG: gl.constexpr,
                 NUM_BUFFERS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                PINGPONG: gl.constexpr, SCHEDULED: gl.constexpr, OWN_RANGES: gl.constexpr, num_warps: gl.constexpr):
+                PINGPONG: gl.constexpr, SCHEDULED: gl.constexpr, OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr,
+                num_warps: gl.constexpr):
     """PERSISTENT: the rung's partitions, each looping over the program's work items (_consumer_persistent,
     _producer_persistent); shared memory and barriers are set up once."""
     CONSUMERS: gl.constexpr = _consumers(RUNG)
@@ -913,9 +935,9 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
     if RUNG == 4:
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
-                                    num_warps, OWN_RANGES)),
+                                    num_warps, OWN_RANGES, Q_REGS)),
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 1, SCHEDULED,
-                                    num_warps, OWN_RANGES)),
+                                    num_warps, OWN_RANGES, Q_REGS)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
                                     BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
                                     NUM_BUFFERS, SCHEDULED)),
@@ -923,7 +945,7 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
     else:
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
-                                    num_warps)),
+                                    num_warps, False, Q_REGS)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
                                     BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
                                     NUM_BUFFERS, SCHEDULED)),
@@ -1028,7 +1050,7 @@ def _constexprs(rung, causal, cfg, window=False):
                 PRODUCER_REGS=cfg.get("PRODUCER_REGS", 24), CONSUMER_REGS=cfg.get("CONSUMER_REGS", 240),
                 PINGPONG=bool(cfg.get("PINGPONG", False)), PERSISTENT=bool(cfg.get("PERSISTENT", False)),
                 SCHEDULED=bool(cfg.get("SCHEDULED", False)), OWN_RANGES=bool(cfg.get("OWN_RANGES", False)),
-                num_warps=cfg["num_warps"])
+                Q_REGS=bool(cfg.get("Q_REGS", False)), num_warps=cfg["num_warps"])
 
 
 def _options(cfg):

@@ -43,4 +43,15 @@ CONFIGS = {
                                                  PRODUCER_REGS=32, OWN_RANGES=1)),
     "r4_n64b3_pingpong_scheduled_own": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1, PERSISTENT=1, SCHEDULED=1,
                                                 PRODUCER_REGS=32, OWN_RANGES=1)),
+    # Q_REGS: each consumer keeps its Q rows in registers (wgmma A operand) so S = Q·Kᵀ reads only K from shared
+    # memory; 64-key tiles (the shipped causal choices) and 128-key tiles, whose 3-deep ring (224 KB with Q) fits
+    # one-tile programs only (persistent ones stage O in 32 KB more)
+    "r4_n64b3_pingpong_persistent_own_qregs": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1, PERSISTENT=1,
+                                                       PRODUCER_REGS=32, OWN_RANGES=1, Q_REGS=1)),
+    "r4_n64b3_pingpong_scheduled_own_qregs": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1, PERSISTENT=1,
+                                                      SCHEDULED=1, PRODUCER_REGS=32, OWN_RANGES=1, Q_REGS=1)),
+    "r4_n128b3_pingpong": (4, dict(BLOCK_N=128, NUM_BUFFERS=3, PINGPONG=1)),
+    "r4_n128b3_pingpong_qregs": (4, dict(BLOCK_N=128, NUM_BUFFERS=3, PINGPONG=1, Q_REGS=1)),
+    "r4_n128b2_pingpong_persistent_qregs": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,
+                                                    PRODUCER_REGS=32, Q_REGS=1)),
 }

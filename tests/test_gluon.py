@@ -206,20 +206,23 @@ def _consumer_ops(rung, n_tiles, n_free, pingpong, n_lower=0):
     free; rungs 2-4: S of tile j before P·V of j-1, each key range peeled: n_lower masked tiles at a window's
     left edge, then the mask-free ones up to tile n_free, then the masked rest). PINGPONG (rung 4):
     ("turn", i) waits for turn i around each wgmma issue, ("pass", i) hands it over once issued; the turn
-    indices are the kernel's (tile j's issue is turn j, + 1 for each earlier range that had tiles). Tiles are
-    counted from the program's first key tile."""
+    indices are the kernel's (tile j's issue is turn j, + 1 for each earlier range that had tiles). ("sdone", j):
+    S_j has completed (SPLIT_EMPTY frees tile j's K there; nothing otherwise); ("free", j): tile j's P·V has
+    completed (its buffer, or with SPLIT_EMPTY its V, is freed). Tiles are counted from the program's first key
+    tile."""
     ops = []
     if rung == 1:
         for j in range(n_tiles):
-            ops += [("k", j), ("v", j), ("free", j)]
+            ops += [("k", j), ("sdone", j), ("v", j), ("free", j)]
         return ops
     turn = lambda i: [("turn", i), ("pass", i)] if pingpong else []
     shift = 0
     for lo, hi in ((0, n_lower), (n_lower, n_free), (n_free, n_tiles)):
         if lo < hi:
-            ops += [("k", lo)] + turn(lo + shift)
+            ops += [("k", lo)] + turn(lo + shift) + [("sdone", lo)]
             for j in range(lo + 1, hi):
-                ops += [("k", j)] + turn(j + shift)[:1] + [("v", j - 1)] + turn(j + shift)[1:] + [("free", j - 1)]
+                ops += ([("k", j)] + turn(j + shift)[:1] + [("v", j - 1)] + turn(j + shift)[1:]
+                        + [("sdone", j), ("free", j - 1)])
             ops += [("v", hi - 1)] + turn(hi + shift) + [("free", hi - 1)]
             shift += 1
     return ops
@@ -233,12 +236,13 @@ def _barrier_wait(count, kind, t, c, NUM_BUFFERS, ring_slot, turn_phase):
         key, phase, want = ("turn", c), turn_phase(t, c), t + c
     elif kind == "q":
         key, phase, want = ("q", c), t & 1, t + 1
-    else:
+    else:                                        # "e" (SPLIT_EMPTY: "ek", "ev"): the producer's empty barriers
         buf, phase = ring_slot(t, NUM_BUFFERS)
         key = (kind, buf)
-        if kind == "e":
+        empty = kind.startswith("e")
+        if empty:
             phase ^= 1
-        want = t // NUM_BUFFERS + (kind != "e")
+        want = t // NUM_BUFFERS + (not empty)
     done = count.get(key, 0)
     if (done & 1) == phase:
         return None
@@ -246,8 +250,58 @@ def _barrier_wait(count, kind, t, c, NUM_BUFFERS, ring_slot, turn_phase):
     return True
 
 
+class _RingModel:
+    """The K/V ring of a program with a producer partition (rungs 3-4) in plain Python: barrier phase counts,
+    the consumers' frees and the producer's loads, each asserted to be on time. Without SPLIT_EMPTY one empty
+    barrier per buffer ("e") takes each consumer's ("free", t); with it K's ("ek") takes ("sdone", t) and V's
+    ("ev") takes ("free", t), and the producer loads K of tile t before V of tile t - 1 (_produce)."""
+
+    def __init__(self, count, NUM_BUFFERS, ring_slot, consumers, split):
+        self.count, self.nb, self.slot, self.consumers, self.split = count, NUM_BUFFERS, ring_slot, consumers, split
+        self.arrivals, self.freed, self.loaded = {}, {"k": set(), "v": set()}, {"k": [], "v": []}
+
+    def producer_ops(self, n_tiles, base=0):
+        """The producer's waits and loads of tiles base .. base + n_tiles - 1 (one work item)."""
+        if not self.split:
+            return [op for t in range(base, base + n_tiles) for op in (("e", t), ("load", t))]
+        ops = []
+        for t in range(base, base + n_tiles):
+            ops += [("ek", t), ("loadk", t)] + ([("ev", t - 1), ("loadv", t - 1)] if t > base else [])
+        return ops + ([("ev", base + n_tiles - 1), ("loadv", base + n_tiles - 1)] if n_tiles else [])
+
+    def free(self, kind, t):
+        """A consumer's ("sdone", t) or ("free", t)."""
+        if kind == "sdone" and not self.split:
+            return
+        parts = "kv" if not self.split else ("k" if kind == "sdone" else "v")
+        # an mbarrier counts arrives, not tiles: one for tile t before tile t - NUM_BUFFERS's phase completed
+        # would complete that phase instead
+        assert t < self.nb or t - self.nb in self.freed[parts[0]], \
+            f"free of tile {t} lands on tile {t - self.nb}'s phase"
+        self.arrivals[parts, t] = self.arrivals.get((parts, t), 0) + 1
+        assert self.arrivals[parts, t] <= self.consumers
+        if self.arrivals[parts, t] == self.consumers:
+            buf, _ = self.slot(t, self.nb)
+            for part in parts:
+                self.freed[part].add(t)
+            key = ("e", buf) if not self.split else ("e" + parts, buf)
+            self.count[key] = self.count.get(key, 0) + 1
+
+    def load(self, kind, t):
+        """The producer's ("load", t), or SPLIT_EMPTY's ("loadk", t) and ("loadv", t)."""
+        buf, _ = self.slot(t, self.nb)
+        for part in ("kv" if kind == "load" else kind[-1]):
+            assert t < self.nb or t - self.nb in self.freed[part], f"{part} of tile {t} overwrites tile {t - self.nb}"
+            self.loaded[part].append(t)
+            self.count[part, buf] = self.count.get((part, buf), 0) + 1
+
+    def check_done(self, n_tiles):
+        for part in "kv":
+            assert self.loaded[part] == list(range(n_tiles)) and self.freed[part] == set(range(n_tiles)), part
+
+
 def _simulate_ring(rung, n_tiles, n_free, NUM_BUFFERS, ring_slot, rng, pingpong=False, turn_phase=None,
-                   n_lower=0, consumer_ops=None):
+                   n_lower=0, consumer_ops=None, split=False):
     """The kernel's order of mbarrier waits, arrives and TMA loads as plain Python (see _consumer_ops; rungs
     3-4: a producer that waits for the empty barrier; rung 4: two consumers, each arriving once per tile on
     empty barriers of count 2, and under PINGPONG passing turns through two barriers of count 1), run under a
@@ -256,59 +310,51 @@ def _simulate_ring(rung, n_tiles, n_free, NUM_BUFFERS, ring_slot, rng, pingpong=
     deadlocks."""
     consumers = 2 if rung == 4 else 1
     count = {}                                   # completed phases per (kind, buffer)
-    arrivals = {}                                # arrives of the current phase of count-2 barriers
-    freed, loaded = set(), []
-
-    def load(t):
-        buf, _ = ring_slot(t, NUM_BUFFERS)
-        assert t < NUM_BUFFERS or t - NUM_BUFFERS in freed, f"tile {t} overwrites tile {t - NUM_BUFFERS}"
-        loaded.append(t)
-        for kind in "kv":
-            count[kind, buf] = count.get((kind, buf), 0) + 1
-
-    def free(t):
-        # an mbarrier counts arrives, not tiles: one for tile t before tile t - NUM_BUFFERS's phase completed
-        # would complete that phase instead
-        assert t < NUM_BUFFERS or t - NUM_BUFFERS in freed, f"free of tile {t} lands on tile {t - NUM_BUFFERS}'s phase"
-        arrivals[t] = arrivals.get(t, 0) + 1
-        assert arrivals[t] <= consumers
-        if arrivals[t] < consumers:
-            return
-        freed.add(t)
-        if rung >= 3:
-            buf, _ = ring_slot(t, NUM_BUFFERS)
-            count["e", buf] = count.get(("e", buf), 0) + 1
-        elif t + NUM_BUFFERS < n_tiles:          # the predicated refill
-            load(t + NUM_BUFFERS)
-
+    ring = _RingModel(count, NUM_BUFFERS, ring_slot, consumers, split)
     wait = lambda kind, t, c: _barrier_wait(count, kind, t, c, NUM_BUFFERS, ring_slot, turn_phase)
 
     agents = [(c, list(consumer_ops[c]) if consumer_ops else _consumer_ops(rung, n_tiles, n_free, pingpong, n_lower))
               for c in range(consumers)]
     if rung >= 3:
-        agents.append((None, [op for t in range(n_tiles) for op in (("e", t), ("load", t))]))
+        agents.append((None, ring.producer_ops(n_tiles)))
     else:
         for t in range(min(NUM_BUFFERS, n_tiles)):
-            load(t)
+            ring.load("load", t)
     while any(ops for _, ops in agents):
         ready = []
         for c, ops in agents:
             if ops:
                 kind, t = ops[0]
-                if kind in ("free", "load", "pass") or wait(kind, t, c):
+                if kind in ("free", "sdone", "load", "loadk", "loadv", "pass") or wait(kind, t, c):
                     ready.append((c, ops))
         assert ready, f"deadlock: {[(c, ops[:1]) for c, ops in agents]}"
         c, ops = ready[rng.integers(len(ready))]
         kind, t = ops.pop(0)
-        if kind == "free":
-            free(t)
-        elif kind == "load":
-            load(t)
+        if kind in ("free", "sdone"):
+            ring.free(kind, t)
+            if rung < 3 and kind == "free" and t + NUM_BUFFERS < n_tiles:      # the predicated refill
+                ring.load("load", t + NUM_BUFFERS)
+        elif kind.startswith("load"):
+            ring.load(kind, t)
         elif kind == "pass":                     # the other consumer's turn barrier completes a phase
             count["turn", 1 - c] = count.get(("turn", 1 - c), 0) + 1
-    assert loaded == list(range(n_tiles)) and freed == set(range(n_tiles))
+    ring.check_done(n_tiles)
     if pingpong:
         assert count.get(("turn", 0), 0) == count.get(("turn", 1), 0), "each consumer took as many turns"
+
+
+def test_split_ring_simulation_catches_a_producer_that_ignores_v_frees(monkeypatch):
+    """The SPLIT_EMPTY simulation can fail: a producer that loads V after only K's empty barrier (tile t's V
+    over tile t - NUM_BUFFERS's, which a consumer may still read) is caught."""
+    import numpy as np
+    honest = _RingModel.producer_ops
+    monkeypatch.setattr(_RingModel, "producer_ops", lambda self, n, base=0: [
+        op for op in honest(self, n, base) if op[0] != "ev"])
+    rng = np.random.default_rng(0)
+    with pytest.raises(AssertionError, match="overwrites"):
+        for _ in range(20):
+            _simulate_ring(4, 12, 10, 2, lambda t, nb: (t % nb, (t // nb) & 1), rng, True,
+                           lambda t, c: (t & 1) ^ (1 - c), split=True)
 
 
 RING_CASES = [(rung, nb, False) for rung in RUNGS for nb in (1, 2, 3)] + [(4, nb, True) for nb in (2, 3)]
@@ -317,13 +363,16 @@ RING_CASES = [(rung, nb, False) for rung in RUNGS for nb in (1, 2, 3)] + [(4, nb
 @pytest.mark.parametrize("rung,NUM_BUFFERS,pingpong", RING_CASES,
                          ids=[f"r{r}-nb{nb}" + ("-pingpong" if pp else "") for r, nb, pp in RING_CASES])
 @pytest.mark.parametrize("BLOCK_N", [128, 64])
-def test_ring_phases_and_counts(hopper, rung, NUM_BUFFERS, pingpong, BLOCK_N):
+@pytest.mark.parametrize("split", [False, True], ids=["", "split"])
+def test_ring_phases_and_counts(hopper, rung, NUM_BUFFERS, pingpong, BLOCK_N, split):
     """The loads and waits of every query tile over the check's shapes, causal or not, under random
     interleavings (see _simulate_ring); rungs 2-4 need two buffers (the kernel static_asserts it). The key
-    range is the 128-row program's (rung 4's two consumers both walk it)."""
+    range is the 128-row program's (rung 4's two consumers both walk it). split: SPLIT_EMPTY (rungs 3-4)."""
     import numpy as np
     if rung > 1 and NUM_BUFFERS < 2:
         pytest.skip("rungs 2-4 wait for K of tile j before freeing tile j-1")
+    if split and rung < 3:
+        pytest.skip("SPLIT_EMPTY frees K and V to the producer partition of rungs 3-4")
     if BLOCK_N == 64 and (rung, pingpong) not in ((3, False), (4, False), (4, True)):
         pytest.skip("BLOCK_N 64 is checked on the warp-specialised rungs")
     rng = np.random.default_rng(0)
@@ -336,7 +385,7 @@ def test_ring_phases_and_counts(hopper, rung, NUM_BUFFERS, pingpong, BLOCK_N):
                 tiles = lambda key: -(-(key - kv_start) // BN)          # counted from the first key tile
                 for _ in range(3):
                     _simulate_ring(rung, tiles(kv_end), tiles(free_end), NUM_BUFFERS, hopper.ring_slot, rng,
-                                   pingpong, hopper.turn_phase, tiles(free_start))
+                                   pingpong, hopper.turn_phase, tiles(free_start), split=split)
 
 
 def test_turn_indices_are_contiguous():
@@ -404,23 +453,28 @@ def test_constexprs_are_in_the_kernels_order(hopper):
 
 # ------------------------------------------------------------------------------------------ PERSISTENT
 
-def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=False, turn_phase=None):
+def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=False, turn_phase=None, split=False,
+                         q_regs=False):
     """A PERSISTENT program (rungs 3-4) over its work items [(n_tiles, n_free, n_lower), ...] as plain Python,
     under a random interleaving: the producer loads every item's tiles into one ring whose tile count runs on
     across items (each after the empty barrier), the consumers walk each item's tiles with `base` = the tiles of
     earlier items and turn numbers shifted by `turn_base` = their turns (_consumer_ops per item); each consumer
     waits for item i's Q (one buffer), loads item i + 1's Q once its last tile of item i is done, then
     store_wait(0) and stores item i's O from its O buffer (stores complete at random later times).
-    Asserts every wait passes on the phase it means, no K/V buffer is refilled before both consumers freed it,
-    no O buffer is staged while a store still reads it, every tile is loaded and consumed once, no deadlock."""
+    Q_REGS: item i + 1's Q is loaded as soon as item i's is in registers (before its tiles). SPLIT_EMPTY: see
+    _RingModel. Asserts every wait passes on the phase it means, no K/V buffer is refilled before both consumers
+    freed it, no O buffer is staged while a store still reads it, every tile is loaded and consumed once, no
+    deadlock."""
     consumers = 2 if rung == 4 else 1
-    count, arrivals, freed, loaded = {}, {}, set(), []
+    count = {}
+    ring = _RingModel(count, NUM_BUFFERS, ring_slot, consumers, split)
     pending = {c: [] for c in range(consumers)}          # each consumer's O stores in flight (items)
     total_tiles = sum(item["n_tiles"] if isinstance(item, dict) else item[0] for item in items)
 
     wait = lambda kind, t, c: _barrier_wait(count, kind, t, c, NUM_BUFFERS, ring_slot, turn_phase)
 
     ops = {c: [] for c in range(consumers)}
+    producer = []
     base = turn_base = 0
     for i, item in enumerate(items):
         if isinstance(item, dict):                       # OWN_RANGES: {"n_tiles", "ops": per consumer, "turns"}
@@ -431,16 +485,19 @@ def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=Fals
             item_turns = n_tiles + (n_lower > 0) + (n_free > n_lower) + (n_tiles > n_free)
         for c in range(consumers):
             ops[c].append(("q", i))
+            if q_regs and i + 1 < len(items):
+                ops[c].append(("qload", i + 1))
             for kind, t in item_ops[c]:
                 ops[c].append((kind, t + (turn_base if kind in ("turn", "pass") else base)))
-            if i + 1 < len(items):
+            if not q_regs and i + 1 < len(items):
                 ops[c].append(("qload", i + 1))
             ops[c] += [("store_wait", 0), ("store", i)]
+        producer += ring.producer_ops(n_tiles, base)
         base, turn_base = base + n_tiles, turn_base + item_turns
     for c in range(consumers):
         ops[c] = ([("qload", 0)] if items else []) + ops[c] + [("store_wait", 0)]
     agents = [(c, ops[c]) for c in range(consumers)]
-    agents.append((None, [op for t in range(total_tiles) for op in (("e", t), ("load", t))]))
+    agents.append((None, producer))
     agents.append(("stores", []))                        # completes the oldest store in flight, at random times
     while any(o for _, o in agents[:-1]) or any(pending.values()):
         ready = []
@@ -453,7 +510,7 @@ def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=Fals
                 if kind == "store_wait":
                     if len(pending[c]) <= t:
                         ready.append((c, o))
-                elif kind in ("free", "load", "pass", "qload", "store") or wait(kind, t, c):
+                elif kind in ("free", "sdone", "load", "loadk", "loadv", "pass", "qload", "store") or wait(kind, t, c):
                     ready.append((c, o))
         assert ready, f"deadlock: {[(c, o[:1]) for c, o in agents]}"
         if len(ready) > 1 and ready[-1][0] == "stores" and rng.random() < 0.9:
@@ -464,20 +521,10 @@ def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=Fals
             pending[busy[rng.integers(len(busy))]].pop(0)
             continue
         kind, t = o.pop(0)
-        if kind == "free":
-            assert t < NUM_BUFFERS or t - NUM_BUFFERS in freed, f"free of tile {t} lands on tile {t - NUM_BUFFERS}'s phase"
-            arrivals[t] = arrivals.get(t, 0) + 1
-            assert arrivals[t] <= consumers
-            if arrivals[t] == consumers:
-                freed.add(t)
-                buf, _ = ring_slot(t, NUM_BUFFERS)
-                count["e", buf] = count.get(("e", buf), 0) + 1
-        elif kind == "load":
-            buf, _ = ring_slot(t, NUM_BUFFERS)
-            assert t < NUM_BUFFERS or t - NUM_BUFFERS in freed, f"tile {t} overwrites tile {t - NUM_BUFFERS}"
-            loaded.append(t)
-            for k in "kv":
-                count[k, buf] = count.get((k, buf), 0) + 1
+        if kind in ("free", "sdone"):
+            ring.free(kind, t)
+        elif kind.startswith("load"):
+            ring.load(kind, t)
         elif kind == "pass":
             count["turn", 1 - c] = count.get(("turn", 1 - c), 0) + 1
         elif kind == "qload":
@@ -485,7 +532,7 @@ def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=Fals
         elif kind == "store":
             assert not pending[c], f"O of item {t} staged while the store of item {pending[c][0]} reads the buffer"
             pending[c].append(t)
-    assert loaded == list(range(total_tiles)) and freed == set(range(total_tiles))
+    ring.check_done(total_tiles)
     if pingpong:
         assert count.get(("turn", 0), 0) == count.get(("turn", 1), 0), "each consumer took as many turns"
 
@@ -495,9 +542,12 @@ PERSISTENT_CASES = [(3, 2, False), (4, 2, False), (4, 2, True), (4, 3, True)]
 
 @pytest.mark.parametrize("rung,NUM_BUFFERS,pingpong", PERSISTENT_CASES,
                          ids=[f"r{r}-nb{nb}" + ("-pingpong" if pp else "") for r, nb, pp in PERSISTENT_CASES])
-def test_persistent_ring_q_buffers_and_turns(hopper, rung, NUM_BUFFERS, pingpong):
+@pytest.mark.parametrize("split,q_regs", [(False, False), (True, False), (False, True), (True, True)],
+                         ids=["", "split", "qregs", "split-qregs"])
+def test_persistent_ring_q_buffers_and_turns(hopper, rung, NUM_BUFFERS, pingpong, split, q_regs):
     """Each program of a PERSISTENT launch over the check's shapes (several items per program, empty ones
-    included: causal with N_Q > N_KV), causal or not, with and without a window: see _simulate_persistent."""
+    included: causal with N_Q > N_KV), causal or not, with and without a window: see _simulate_persistent
+    (with SPLIT_EMPTY and Q_REGS too)."""
     import numpy as np
     rng = np.random.default_rng(1)
     BM, BN, H, programs = 128, 64, 2, 3
@@ -515,7 +565,8 @@ def test_persistent_ring_q_buffers_and_turns(hopper, rung, NUM_BUFFERS, pingpong
                         free_start = free_end = kv_end = kv_start
                     tiles = lambda key: -(-(key - kv_start) // BN)
                     items.append((max(tiles(kv_end), 0), tiles(free_end), tiles(free_start)))
-                _simulate_persistent(rung, items, NUM_BUFFERS, hopper.ring_slot, rng, pingpong, hopper.turn_phase)
+                _simulate_persistent(rung, items, NUM_BUFFERS, hopper.ring_slot, rng, pingpong, hopper.turn_phase,
+                                     split, q_regs)
 
 
 def test_persistent_work_items_cover_every_tile_once_longest_first(hopper):
@@ -673,7 +724,7 @@ def _own_consumer_ops(first, lower, free, stop, n_tiles, total_turns, pingpong):
     its own range waited for (K, V) and freed; its own masked / mask-free / masked ranges as _consumer_ops walks
     them, its first tile taking turn 0; empty turns up to total_turns; then the tiles after its range, as the
     first. first <= lower <= free <= stop <= n_tiles."""
-    skip = lambda tiles: [op for t in tiles for op in (("k", t), ("v", t), ("free", t))]
+    skip = lambda tiles: [op for t in tiles for op in (("k", t), ("v", t), ("sdone", t), ("free", t))]
     own = _consumer_ops(4, stop - first, free - first, pingpong, lower - first)
     ops = skip(range(first)) + [(kind, t if kind in ("turn", "pass") else t + first) for kind, t in own]
     mine = (stop - first) + (lower > first) + (free > lower) + (stop > free)
@@ -728,7 +779,8 @@ OWN_CASES = [(2, False), (2, True), (3, True)]
 @pytest.mark.parametrize("NUM_BUFFERS,pingpong", OWN_CASES,
                          ids=[f"nb{nb}" + ("-pingpong" if pp else "") for nb, pp in OWN_CASES])
 @pytest.mark.parametrize("BLOCK_N", [128, 64])
-def test_own_ranges_ring_and_turns(hopper, NUM_BUFFERS, pingpong, BLOCK_N):
+@pytest.mark.parametrize("split", [False, True], ids=["", "split"])
+def test_own_ranges_ring_and_turns(hopper, NUM_BUFFERS, pingpong, BLOCK_N, split):
     """Rung 4 with OWN_RANGES, one program per tile: both consumers' ops (_own_consumer_ops) and the producer's
     over the check's shapes, causal or not, with and without windows, under random interleavings: every wait on
     the phase it means, no buffer refilled before both consumers freed it (a skipped tile included), each
@@ -742,11 +794,12 @@ def test_own_ranges_ring_and_turns(hopper, NUM_BUFFERS, pingpong, BLOCK_N):
                 n_tiles, ops, _ = _own_item(hopper, m_start, nq, nk, BLOCK_N, causal, window_left, pingpong)
                 for _ in range(3):
                     _simulate_ring(4, n_tiles, 0, NUM_BUFFERS, hopper.ring_slot, rng, pingpong, hopper.turn_phase,
-                                   consumer_ops=ops)
+                                   consumer_ops=ops, split=split)
 
 
 @pytest.mark.parametrize("NUM_BUFFERS", [2, 3])
-def test_own_ranges_persistent_ring_and_turns(hopper, NUM_BUFFERS):
+@pytest.mark.parametrize("split", [False, True], ids=["", "split"])
+def test_own_ranges_persistent_ring_and_turns(hopper, NUM_BUFFERS, split):
     """PERSISTENT rung 4 with OWN_RANGES and PINGPONG: several work items per program (each item's turn count
     the larger of its two consumers'), skipped tiles at either end of an item, under random interleavings
     (_simulate_persistent)."""
@@ -761,7 +814,7 @@ def test_own_ranges_persistent_ring_and_turns(hopper, NUM_BUFFERS):
                 for m in range(num_m - 1 - pid, -1, -programs):
                     n_tiles, ops, total = _own_item(hopper, m * BM, nq, nk, BN, causal, window_left, True)
                     items.append(dict(n_tiles=n_tiles, ops=ops, turns=total))
-                _simulate_persistent(4, items, NUM_BUFFERS, hopper.ring_slot, rng, True, hopper.turn_phase)
+                _simulate_persistent(4, items, NUM_BUFFERS, hopper.ring_slot, rng, True, hopper.turn_phase, split)
 
 
 def test_own_ranges_is_checked_and_compiles(hopper):

@@ -128,21 +128,45 @@ def _slot(tile, NUM_BUFFERS: gl.constexpr):
 
 
 @gluon.jit
-def _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, tile, kv_start, kv_end,
-             BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, base=0):
-    """TMA loads of key tile `tile` of the program's key range (rows kv_start + tile·BLOCK_N ...; tiles are
-    counted from the range's start, 0 without a window) into buffer (base + tile) % NUM_BUFFERS (base: the tiles
-    of the program's earlier work items, PERSISTENT), one barrier for K and one for V; nothing is issued when
-    the tile starts at or past kv_end."""
+def _load_tile(desc, smem, bars, off_b, off_kvh, tile, kv_start, kv_end, BLOCK_N: gl.constexpr,
+               NUM_BUFFERS: gl.constexpr, base=0):
+    """TMA load of key tile `tile`'s K (or V) rows of the program's key range (rows kv_start + tile·BLOCK_N ...;
+    tiles are counted from the range's start, 0 without a window) into buffer (base + tile) % NUM_BUFFERS of the
+    ring smem (base: the tiles of the program's earlier work items, PERSISTENT), completing that buffer's barrier;
+    nothing is issued when the tile starts at or past kv_end."""
     buf = (base + tile) % NUM_BUFFERS
     row = kv_start + tile * BLOCK_N
     pred = row < kv_end
-    mbarrier.expect(k_bars.index(buf), k_desc.block_type.nbytes, pred=pred)
-    tma.async_copy_global_to_shared(k_desc, [off_b, off_kvh, row, 0], k_bars.index(buf), k_smem.index(buf),
-                                    pred=pred)
-    mbarrier.expect(v_bars.index(buf), v_desc.block_type.nbytes, pred=pred)
-    tma.async_copy_global_to_shared(v_desc, [off_b, off_kvh, row, 0], v_bars.index(buf), v_smem.index(buf),
-                                    pred=pred)
+    mbarrier.expect(bars.index(buf), desc.block_type.nbytes, pred=pred)
+    tma.async_copy_global_to_shared(desc, [off_b, off_kvh, row, 0], bars.index(buf), smem.index(buf), pred=pred)
+
+
+@gluon.jit
+def _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, tile, kv_start, kv_end,
+             BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, base=0):
+    """TMA loads of key tile `tile`'s K and V (_load_tile), one barrier for K and one for V."""
+    _load_tile(k_desc, k_smem, k_bars, off_b, off_kvh, tile, kv_start, kv_end, BLOCK_N, NUM_BUFFERS, base)
+    _load_tile(v_desc, v_smem, v_bars, off_b, off_kvh, tile, kv_start, kv_end, BLOCK_N, NUM_BUFFERS, base)
+
+
+@gluon.constexpr_function
+def _split(empty_count, NUM_BUFFERS):
+    """SPLIT_EMPTY: the ring has an empty barrier per buffer for K (index buf) and one for V (NUM_BUFFERS + buf)
+    when it has 2·NUM_BUFFERS of them (_ring), else one per buffer for both."""
+    def value(x):                                        # an int, or a constexpr's (a constexpr's) value
+        while hasattr(x, "value"):
+            x = x.value
+        return x
+    return value(empty_count) > value(NUM_BUFFERS)
+
+
+@gluon.jit
+def _free_k(empty_bars, slot_tile, NUM_BUFFERS: gl.constexpr):
+    """SPLIT_EMPTY: S = Q·Kᵀ of the tile in ring slot slot_tile has completed: its K buffer is free (the
+    producer may load K of tile slot_tile + NUM_BUFFERS while this tile's V is still being read). Nothing
+    otherwise (K is freed with V, _release)."""
+    if _split(empty_bars.shape[0], NUM_BUFFERS):
+        mbarrier.arrive(empty_bars.index(slot_tile % NUM_BUFFERS), count=1)
 
 
 @gluon.jit
@@ -152,7 +176,8 @@ def _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, 
     `tile + NUM_BUFFERS` ourselves, or tell the producer partition it is free (its buffer: (base + tile) %
     NUM_BUFFERS, base = the tiles of the program's earlier work items, PERSISTENT)."""
     if PRODUCER:
-        mbarrier.arrive(empty_bars.index((base + tile) % NUM_BUFFERS), count=1)
+        V_FREE: gl.constexpr = NUM_BUFFERS if _split(empty_bars.shape[0], NUM_BUFFERS) else 0
+        mbarrier.arrive(empty_bars.index(V_FREE + (base + tile) % NUM_BUFFERS), count=1)
     else:
         _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, tile + NUM_BUFFERS, kv_start,
                  kv_end, BLOCK_N, NUM_BUFFERS)
@@ -224,18 +249,20 @@ def _pass_turn(turn_bars, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr):
 
 @gluon.jit
 def _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bar, phase, kv, offs_m, N_KV, diagonal, qk_scale, window_left,
-                turn_bars, turn, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr,
+                turn_bars, turn, empty_bars, slot_tile, NUM_BUFFERS: gl.constexpr, CONSUMER: gl.constexpr,
+                PINGPONG: gl.constexpr,
                 MASKED: gl.constexpr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                 dtype: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr):
     """Key tile at row kv (its K in k_tile, loaded when k_bar reaches `phase`): wait for K, S = Q·Kᵀ (waited; its
     issue is turn `turn` under PINGPONG), the softmax step and O rescaled; returns O, P as the A operand of the
-    P·V wgmma, m and l."""
+    P·V wgmma, m and l. SPLIT_EMPTY: K's buffer (ring slot slot_tile) is freed once S is done."""
     mbarrier.wait(k_bar, phase)
     _take_turn(turn_bars, turn, CONSUMER, PINGPONG)
     s = warpgroup_mma(q_tile, k_tile.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout),
                       use_acc=False, is_async=True)
     _pass_turn(turn_bars, CONSUMER, PINGPONG)
     s = warpgroup_mma_wait(0, deps=(s, ))
+    _free_k(empty_bars, slot_tile, NUM_BUFFERS)
     p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, window_left, MASKED,
                                        IS_CAUSAL, WINDOW, BLOCK_N, s_layout)
     acc = _rescale(acc, alpha, o_layout)
@@ -274,7 +301,8 @@ def _attend_serial(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars
         buf, phase = _slot(tile, NUM_BUFFERS)
         k_tile, v_tile = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
         acc, p_op, m_i, l_i = _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bars.index(buf), phase, kv, offs_m,
-                                          N_KV, diagonal, qk_scale, window_left, turn_bars, 0, 0, False, MASKED,
+                                          N_KV, diagonal, qk_scale, window_left, turn_bars, 0, empty_bars, tile,
+                                          NUM_BUFFERS, 0, False, MASKED,
                                           IS_CAUSAL, WINDOW, BLOCK_M, BLOCK_N, dtype, s_layout, o_layout)
         acc = _finish_tile(acc, p_op, v_tile, v_bars.index(buf), phase, k_desc, v_desc, k_smem, v_smem, k_bars,
                            v_bars, empty_bars, off_b, off_kvh, tile, kv_start, kv_end, turn_bars, 0, 0, False,
@@ -305,7 +333,7 @@ def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
         k_tile, _ = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
         acc, p_op, m_i, l_i = _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bars.index(buf), phase, lo, offs_m,
                                           N_KV, diagonal, qk_scale, window_left, turn_bars, first + shift,
-                                          CONSUMER, PINGPONG, MASKED, IS_CAUSAL, WINDOW, BLOCK_M, BLOCK_N, dtype,
+                                          empty_bars, base + first, NUM_BUFFERS, CONSUMER, PINGPONG, MASKED, IS_CAUSAL, WINDOW, BLOCK_M, BLOCK_N, dtype,
                                           s_layout, o_layout)
         for kv in range(lo + BLOCK_N, hi, BLOCK_N):
             tile = (kv - kv_start) // BLOCK_N
@@ -322,6 +350,7 @@ def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
             acc = warpgroup_mma(p_op, v_prev, acc, is_async=True)
             _pass_turn(turn_bars, CONSUMER, PINGPONG)
             s = warpgroup_mma_wait(1, deps=(s, ))          # S_j done; P_{j-1}·V_{j-1} may still run
+            _free_k(empty_bars, base + tile, NUM_BUFFERS)
             p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, window_left,
                                                MASKED, IS_CAUSAL, WINDOW, BLOCK_N, s_layout)
             acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
@@ -437,7 +466,9 @@ def _skip_tile(k_bars, v_bars, empty_bars, slot_tile, NUM_BUFFERS: gl.constexpr)
     buf, phase = _slot(slot_tile, NUM_BUFFERS)
     mbarrier.wait(k_bars.index(buf), phase)
     mbarrier.wait(v_bars.index(buf), phase)
-    mbarrier.arrive(empty_bars.index(buf), count=1)
+    _free_k(empty_bars, slot_tile, NUM_BUFFERS)
+    V_FREE: gl.constexpr = NUM_BUFFERS if _split(empty_bars.shape[0], NUM_BUFFERS) else 0
+    mbarrier.arrive(empty_bars.index(V_FREE + buf), count=1)
 
 
 @gluon.jit
@@ -750,11 +781,8 @@ def _producer_persistent(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_b
         kv_start, free_start, free_end, kv_end = _item_range(m_prog, N_Q, N_KV, window_left, IS_CAUSAL, WINDOW,
                                                              BLOCK_M, BLOCK_N)
         n_tiles = gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N)
-        for tile in range(n_tiles):
-            buf, phase = _slot(base + tile, NUM_BUFFERS)
-            mbarrier.wait(empty_bars.index(buf), phase ^ 1)
-            _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, tile, kv_start, kv_end,
-                     BLOCK_N, NUM_BUFFERS, base)
+        _produce(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, kv_start, kv_end,
+                 n_tiles, NUM_BUFFERS, base)
         base += n_tiles
 
 
@@ -764,11 +792,40 @@ def _producer(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b,
     """Rungs 3-4's one-warp partition: TMA loads of every key tile of [kv_start, kv_end) into the ring, each
     after its buffer is free (an mbarrier starts in phase 0, so waiting for phase 1 first passes at once)."""
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
-    for tile in range(gl.cdiv(kv_end - kv_start, BLOCK_N)):
-        buf, phase = _slot(tile, NUM_BUFFERS)
-        mbarrier.wait(empty_bars.index(buf), phase ^ 1)
-        _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, tile, kv_start, kv_end, BLOCK_N,
-                 NUM_BUFFERS)
+    _produce(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, kv_start, kv_end,
+             gl.cdiv(kv_end - kv_start, BLOCK_N), NUM_BUFFERS)
+
+
+@gluon.jit
+def _produce(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, kv_start, kv_end, n_tiles,
+             NUM_BUFFERS: gl.constexpr, base=0):
+    """The producer's loads of key tiles 0 .. n_tiles - 1 of [kv_start, kv_end) (ring slots base + tile), each
+    into a buffer the consumers freed. SPLIT_EMPTY: K and V have empty barriers of their own and K of tile t is
+    loaded before V of tile t - 1 (consumers read a tile's V one step after its K: S_t is issued beside
+    P_{t-1}·V_{t-1})."""
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
+    # (the one-tile producer's NUM_BUFFERS comes in a run-time tuple: the ring's depth is read off k_smem)
+    if _split(empty_bars.shape[0], k_smem.shape[0]):
+        for tile in range(n_tiles):
+            buf, phase = _slot(base + tile, NUM_BUFFERS)
+            mbarrier.wait(empty_bars.index(buf), phase ^ 1)
+            _load_tile(k_desc, k_smem, k_bars, off_b, off_kvh, tile, kv_start, kv_end, BLOCK_N, NUM_BUFFERS, base)
+            if tile > 0:
+                pbuf, pphase = _slot(base + tile - 1, NUM_BUFFERS)
+                mbarrier.wait(empty_bars.index(NUM_BUFFERS + pbuf), pphase ^ 1)
+                _load_tile(v_desc, v_smem, v_bars, off_b, off_kvh, tile - 1, kv_start, kv_end, BLOCK_N,
+                           NUM_BUFFERS, base)
+        if n_tiles > 0:
+            lbuf, lphase = _slot(base + n_tiles - 1, NUM_BUFFERS)
+            mbarrier.wait(empty_bars.index(NUM_BUFFERS + lbuf), lphase ^ 1)
+            _load_tile(v_desc, v_smem, v_bars, off_b, off_kvh, n_tiles - 1, kv_start, kv_end, BLOCK_N, NUM_BUFFERS,
+                       base)
+    else:
+        for tile in range(n_tiles):
+            buf, phase = _slot(base + tile, NUM_BUFFERS)
+            mbarrier.wait(empty_bars.index(buf), phase ^ 1)
+            _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, tile, kv_start, kv_end,
+                     BLOCK_N, NUM_BUFFERS, base)
 
 
 @gluon.constexpr_function
@@ -783,7 +840,8 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
                           schedule_ptr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, RUNG: gl.constexpr,
                           NUM_BUFFERS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                           PINGPONG: gl.constexpr, PERSISTENT: gl.constexpr, SCHEDULED: gl.constexpr,
-                          OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, num_warps: gl.constexpr):
+                          OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, SPLIT_EMPTY: gl.constexpr,
+                          num_warps: gl.constexpr):
     """Grid (cdiv(N_Q, BLOCK_M), B·H), or PERSISTENT (rungs 3-4) at most one program per SM, each taking its
     units of the cdiv(N_Q, BLOCK_M)·BH query tiles round-robin (_units, _work_item). q_desc/o_desc: 4-D
     (B, H, N_Q, D) descriptors with (1, 1, BLOCK_M / C, D) boxes, C the rung's consumer partitions (consumers());
@@ -800,19 +858,21 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
     gl.static_assert(RUNG >= 3 or not PERSISTENT, "PERSISTENT needs the producer partition (rungs 3-4)")
     gl.static_assert(PERSISTENT or not SCHEDULED, "SCHEDULED orders a PERSISTENT launch's work items")
     gl.static_assert(RUNG == 4 or not OWN_RANGES, "OWN_RANGES splits rung 4's key range between its two consumers")
+    gl.static_assert(RUNG >= 3 or not SPLIT_EMPTY, "SPLIT_EMPTY frees K and V to the producer partition (rungs 3-4)")
 
     if PERSISTENT:
         _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left, BH,
                     schedule_ptr, IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG,
-                    SCHEDULED, OWN_RANGES, Q_REGS, num_warps)
+                    SCHEDULED, OWN_RANGES, Q_REGS, SPLIT_EMPTY, num_warps)
     else:
         _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left,
                   IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG, OWN_RANGES,
-                  Q_REGS, num_warps)
+                  Q_REGS, SPLIT_EMPTY, num_warps)
 
 
 @gluon.jit
-def _ring(k_desc, v_desc, CONSUMERS: gl.constexpr, NUM_BUFFERS: gl.constexpr, PINGPONG: gl.constexpr):
+def _ring(k_desc, v_desc, CONSUMERS: gl.constexpr, NUM_BUFFERS: gl.constexpr, PINGPONG: gl.constexpr,
+          SPLIT_EMPTY: gl.constexpr = False):
     """The K/V ring's shared buffers and every barrier of a program, initialised: (k_smem, v_smem, q_bars, k_bars,
     v_bars, empty_bars, turn_bars). Allocate anything that must come first in shared memory (Q) before."""
     k_smem = gl.allocate_shared_memory(k_desc.dtype, [NUM_BUFFERS] + k_desc.block_type.shape, k_desc.layout)
@@ -820,7 +880,8 @@ def _ring(k_desc, v_desc, CONSUMERS: gl.constexpr, NUM_BUFFERS: gl.constexpr, PI
     q_bars = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
     k_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
     v_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
-    empty_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
+    EMPTY: gl.constexpr = 2 * NUM_BUFFERS if SPLIT_EMPTY else NUM_BUFFERS     # _split
+    empty_bars = gl.allocate_shared_memory(gl.int64, [EMPTY, 1], mbarrier.MBarrierLayout())
     turn_bars = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
     for c in gl.static_range(CONSUMERS):
         mbarrier.init(q_bars.index(c), count=1)
@@ -830,6 +891,8 @@ def _ring(k_desc, v_desc, CONSUMERS: gl.constexpr, NUM_BUFFERS: gl.constexpr, PI
         mbarrier.init(k_bars.index(i), count=1)
         mbarrier.init(v_bars.index(i), count=1)
         mbarrier.init(empty_bars.index(i), count=CONSUMERS)     # one arrive per consumer partition (rungs 3-4)
+    for i in gl.static_range(NUM_BUFFERS, EMPTY):                # SPLIT_EMPTY: V's
+        mbarrier.init(empty_bars.index(i), count=CONSUMERS)
     fence_async_shared()
     return k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars, turn_bars
 
@@ -846,13 +909,17 @@ def _invalidate(q_bars, k_bars, v_bars, empty_bars, turn_bars, CONSUMERS: gl.con
         mbarrier.invalidate(k_bars.index(i))
         mbarrier.invalidate(v_bars.index(i))
         mbarrier.invalidate(empty_bars.index(i))
+    EMPTY: gl.constexpr = empty_bars.shape[0]
+    for i in gl.static_range(NUM_BUFFERS, EMPTY):                # SPLIT_EMPTY: V's
+        mbarrier.invalidate(empty_bars.index(i))
 
 
 @gluon.jit
 def _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left,
               IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, RUNG: gl.constexpr, NUM_BUFFERS: gl.constexpr,
               PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, PINGPONG: gl.constexpr,
-              OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, num_warps: gl.constexpr):
+              OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, SPLIT_EMPTY: gl.constexpr,
+              num_warps: gl.constexpr):
     """One program per (query tile, batch·head): program ids (query tile, b·H + h)."""
     CONSUMERS: gl.constexpr = _consumers(RUNG)
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
@@ -871,7 +938,7 @@ def _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_s
 
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [CONSUMERS] + q_desc.block_type.shape, q_desc.layout)
     k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars, turn_bars = _ring(k_desc, v_desc, CONSUMERS, NUM_BUFFERS,
-                                                                          PINGPONG)
+                                                                          PINGPONG, SPLIT_EMPTY)
 
     for c in gl.static_range(CONSUMERS):
         mbarrier.expect(q_bars.index(c), q_desc.block_type.nbytes)
@@ -915,7 +982,7 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
                 schedule_ptr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, RUNG: gl.constexpr,
                 NUM_BUFFERS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                 PINGPONG: gl.constexpr, SCHEDULED: gl.constexpr, OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr,
-                num_warps: gl.constexpr):
+                SPLIT_EMPTY: gl.constexpr, num_warps: gl.constexpr):
     """PERSISTENT: the rung's partitions, each looping over the program's work items (_consumer_persistent,
     _producer_persistent); shared memory and barriers are set up once."""
     CONSUMERS: gl.constexpr = _consumers(RUNG)
@@ -926,7 +993,7 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [CONSUMERS] + q_desc.block_type.shape, q_desc.layout)
     o_smem = gl.allocate_shared_memory(o_desc.dtype, [CONSUMERS] + o_desc.block_type.shape, o_desc.layout)
     k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars, turn_bars = _ring(k_desc, v_desc, CONSUMERS, NUM_BUFFERS,
-                                                                          PINGPONG)
+                                                                          PINGPONG, SPLIT_EMPTY)
 
     consumer = (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars,
                 empty_bars, turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left,
@@ -1041,6 +1108,8 @@ def rung_config(rung, head_dim, config=None):
         raise ValueError("SCHEDULED orders the work items of a PERSISTENT launch; set PERSISTENT too")
     if cfg.get("OWN_RANGES") and rung != 4:
         raise ValueError(f"OWN_RANGES splits rung 4's key range between its two consumers; rung {rung} has one")
+    if cfg.get("SPLIT_EMPTY") and rung < 3:
+        raise ValueError(f"SPLIT_EMPTY frees K and V to the producer partition of rungs 3-4; rung {rung} has none")
     return cfg
 
 
@@ -1050,7 +1119,8 @@ def _constexprs(rung, causal, cfg, window=False):
                 PRODUCER_REGS=cfg.get("PRODUCER_REGS", 24), CONSUMER_REGS=cfg.get("CONSUMER_REGS", 240),
                 PINGPONG=bool(cfg.get("PINGPONG", False)), PERSISTENT=bool(cfg.get("PERSISTENT", False)),
                 SCHEDULED=bool(cfg.get("SCHEDULED", False)), OWN_RANGES=bool(cfg.get("OWN_RANGES", False)),
-                Q_REGS=bool(cfg.get("Q_REGS", False)), num_warps=cfg["num_warps"])
+                Q_REGS=bool(cfg.get("Q_REGS", False)), SPLIT_EMPTY=bool(cfg.get("SPLIT_EMPTY", False)),
+                num_warps=cfg["num_warps"])
 
 
 def _options(cfg):

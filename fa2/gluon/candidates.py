@@ -54,4 +54,15 @@ CONFIGS = {
     "r4_n128b3_pingpong_qregs": (4, dict(BLOCK_N=128, NUM_BUFFERS=3, PINGPONG=1, Q_REGS=1)),
     "r4_n128b2_pingpong_persistent_qregs": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,
                                                     PRODUCER_REGS=32, Q_REGS=1)),
+    # SPLIT_EMPTY: K and V have empty barriers of their own, K freed once S = Q·Kᵀ is done and loaded a step ahead
+    # of V (FA3's separate K and V pipelines), so a 2-deep ring of 128-key tiles can keep the loads ahead; 128-key
+    # tiles persistent (192 KB) and one-tile, and the shipped 64-key persistent config
+    "r4_n128b2_pingpong_persistent_split": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,
+                                                    PRODUCER_REGS=32, SPLIT_EMPTY=1)),
+    "r4_n128b2_pingpong_scheduled_split": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,
+                                                   SCHEDULED=1, PRODUCER_REGS=32, SPLIT_EMPTY=1)),
+    "r4_n128b2_pingpong_split": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, SPLIT_EMPTY=1)),
+    "r4_n128b3_pingpong_split": (4, dict(BLOCK_N=128, NUM_BUFFERS=3, PINGPONG=1, SPLIT_EMPTY=1)),
+    "r4_n64b3_pingpong_persistent_own_split": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1, PERSISTENT=1,
+                                                       PRODUCER_REGS=32, OWN_RANGES=1, SPLIT_EMPTY=1)),
 }

@@ -291,11 +291,16 @@ def config_text(config):
     return " ".join(f"{key}={int(value)}" for key, value in config.items())
 
 
+def _sorted_text(text):
+    """A config text with its KEY=VALUE items sorted: the check's command line may list them in another order."""
+    return " ".join(sorted(text.split()))
+
+
 def checked(path=CHECKED):
     """{(rung, config text)} of the configs that passed every one of gpu/gluon_check.py's fp64 cases in `path`."""
     cases = {}
     for row in csv.DictReader(open(path, newline="")):
-        cases.setdefault((int(row["rung"]), row["config"]), []).append(row["check"] == "ok")
+        cases.setdefault((int(row["rung"]), _sorted_text(row["config"])), []).append(row["check"] == "ok")
     return {key for key, oks in cases.items() if len(oks) == CHECK_CASES and all(oks)}
 
 
@@ -303,7 +308,7 @@ def candidates(checked_configs):
     """{provider name in a gluon_sweep.py CSV: (rung, config)} of the candidates that passed the fp64 check."""
     from fa2.gluon.candidates import CONFIGS
     return {f"gluon_{name}": (rung, config) for name, (rung, config) in CONFIGS.items()
-            if (rung, config_text(config)) in checked_configs}
+            if (rung, _sorted_text(config_text(config))) in checked_configs}
 
 
 def main(argv=None):

@@ -140,24 +140,28 @@ def test_ncu_run_drops_a_refused_metric_and_reads_the_report(tmp_path):
 
 
 def test_gluon_study_profiles_the_gluon_config_beside_chapter6_and_cudnn(monkeypatch):
-    """--studies gluon: the money shot through the Gluon kernel's best config (gpu/gluon_sweep.py, rung 4 with
-    ping-pong), chapter 6's kernel and cuDNN, so chapter 12 reads their tensor-pipe use from one run. Chapter 6's
+    """--studies gluon: the money shot through the Gluon config the shipped table runs there (rung 4, persistent,
+    128-key tiles with K and V freed separately), chapter 6's kernel and cuDNN, so chapter 12 reads their
+    tensor-pipe use from one run. Chapter 6's
     kernel is fa2.attention's plan made with the Gluon dispatch off: "fa2" could be the Gluon kernel itself (the
     first run profiled it twice that way)."""
     cases = profile.all_cases(["gluon"])
     assert [(c.provider, c.B, c.H, c.N_Q, c.D, c.causal) for c in cases] == [
-        (p, 8, 32, 2048, 128, True) for p in ("gluon", "gluon", "chapter6", "sdpa_cudnn")]
+        (p, 8, 32, 2048, 128, True) for p in ("gluon", "chapter6", "sdpa_cudnn")]
     from fa2 import plan as fa2_plan
     from fa2.gluon import dispatch
     asked = []
     monkeypatch.setattr(fa2_plan, "make_plan", lambda q, k, v, causal, scale: asked.append(dispatch.ENABLED)
                         or (lambda q, k, v: ("o", "lse")))
-    run = profile.build(cases[2])
+    run = profile.build(cases[1])
     q = torch.randn(1, 2, 8, 16, dtype=torch.float16)
     assert run(q, q, q) == "o" and run(q, q, q) == "o" and asked == [False] and dispatch.ENABLED
-    gluon, persistent = (profile.parse_config(case.config) for case in cases[:2])
+    gluon = profile.parse_config(cases[0].config)
     assert gluon == profile.GLUON_CONFIG and gluon["rung"] == 4
-    assert persistent == dict(gluon, PERSISTENT=1, PRODUCER_REGS=32)
+    families = dispatch.shipped_families("NVIDIA H200")
+    q = torch.empty(8, 32, 2048, 128, dtype=torch.bfloat16)
+    assert (4, {k: v for k, v in gluon.items() if k != "rung"}) == dispatch.gluon_choice(q, q, q, True, 0.088,
+                                                                                         families)
     with pytest.raises(SystemExit):
         profile.parse_args(["--out", "x", "--studies", "gluon,nonesuch"])
     assert profile.parse_args(["--out", "x", "--studies", "gluon"]).studies == ["gluon"]

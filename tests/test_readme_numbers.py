@@ -112,7 +112,7 @@ def test_the_gluon_line_is_the_shipped_table_and_gluon_sweep_csv():
             f"{truncated(geomean)})") in README
     family = next(f for f in table["families"] if (f["D"], f["dtype"], f["causal"], f["N"], f["BH"]) ==
                   (128, "bf16", True, 2048, 256))
-    assert f"The {truncated(family['speedup'])} is the headline shape, under the table's {table['threshold']}" in README
+    assert f"At the headline shape that run timed it at {truncated(family['speedup'])}× chapter 6's kernel" in README
     chosen, ratios = family["interleaved_provider"], []
     for name in table["interleaved"]:
         rounds = [r for r in csv.DictReader(open(RESULTS / name)) if (r["B"], r["N"]) == ("8", "2048")]
@@ -158,5 +158,5 @@ def test_the_gluon_dispatch_line_is_reference_csv():
 def test_the_count_of_shapes_where_cudnn_is_faster_is_reference_csv():
     shapes = by_shape(read_rows(RESULTS / "reference.csv"))
     slower = sum(float(p["fa2"]["ms"]) > float(p["sdpa_cudnn"]["ms"]) for p in shapes.values())
-    assert f"Hopper kernel is faster than fa2 at most prefill shapes: at {slower} of the reference sweep's " \
+    assert f"Hopper kernel is faster than fa2 at many prefill shapes: at {slower} of the reference sweep's " \
            f"{len(shapes)}." in README.replace("\n", " ")

@@ -42,7 +42,11 @@ checked on the H200 (gpu/gluon_window.py) and dispatched for windowed calls from
 (no window) in units of a head's k-th longest and k-th shortest tile (equal key-tile counts); checked on the H200
 (96/96 and the 12 window cases), faster than the one-tile grid at 6 of the 10 headline shapes and within 1 % at
 the rest, a candidate of the table (r4_n64b3_pingpong_persistent); under a window 1.2 % slower
-(book/results/gluon_persistent.md).
+(book/results/gluon_persistent.md). ``SCHEDULED`` (persistent): work items from a table the host plans.
+``OWN_RANGES`` (rung 4): each consumer attends only to its own rows' key range. ``SPLIT_EMPTY`` (rungs 3-4): K
+and V have empty barriers of their own, K freed once S = Q·Kᵀ is done and loaded a step ahead of V, so 128-key
+tiles run in two buffers (the money shot's config on the H200). ``Q_REGS``: Q in registers as the S wgmma's A
+operand (measured, not shipped). Chapter 12 §12.11 measures each.
 """
 
 import math

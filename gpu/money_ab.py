@@ -2,7 +2,9 @@
 (1, 32, 8192, 128) bf16 causal timed in ROUNDS interleaved rounds (every provider once per round, the order
 rotated each round), each time with fa2.testing.time_ms (median of do_bench, 100 ms) on rotating input sets.
 
-    python gpu/money_ab.py OUT [ROUNDS] [NAME,...]   # OUT/money_ab.csv: one row per (shape, round, provider)
+    python gpu/money_ab.py OUT [ROUNDS] [NAME,...] [SHAPE,...]   # OUT/money_ab.csv: a row per (shape, round, provider)
+
+SHAPE: BxHxNxD then c (causal) or f (not), e.g. 32x32x512x128c; default the two above (bf16 always).
 
 Providers: chapter 6's kernel (fa2_ch6), fa2.attention (the shipped Gluon table's choice), SDPA cuDNN, and the
 Gluon candidates r4_n64b3_pingpong and r4_n64b3_pingpong_persistent (or the named ones) through a GluonPlan
@@ -20,11 +22,19 @@ from fa2.gluon.candidates import CONFIGS
 from fa2.testing import time_ms
 from gluon_check import gluon_provider
 
-SHAPES = [(8, 32, 2048, 128), (1, 32, 8192, 128)]
+SHAPES = [(8, 32, 2048, 128, True), (1, 32, 8192, 128, True)]
 GLUON = ("r4_n64b3_pingpong", "r4_n64b3_pingpong_persistent")
 
 
-def main(out, rounds=5, gluon=GLUON):
+def parse_shape(text):
+    """(B, H, N, D, causal) of '32x32x512x128c'."""
+    B, H, N, D = (int(x) for x in text[:-1].split("x"))
+    if text[-1] not in "cf":
+        raise SystemExit(f"a shape ends in c (causal) or f (not), got {text!r}")
+    return B, H, N, D, text[-1] == "c"
+
+
+def main(out, rounds=5, gluon=GLUON, shapes=SHAPES):
     known = fb.all_providers()
     providers = [known[n] for n in ("fa2_ch6", "fa2", "sdpa_cudnn")] + [
         gluon_provider(n, *CONFIGS[n], n) for n in gluon]
@@ -33,8 +43,8 @@ def main(out, rounds=5, gluon=GLUON):
         writer = csv.writer(file)
         writer.writerow(["B", "H", "N", "D", "dtype", "causal", "round", "provider", "ms", "device", "torch",
                          "command"])
-        for B, H, N, D in SHAPES:
-            shape = fb.Shape(B=B, H=H, Hkv=H, N=N, D=D, dtype="bf16", causal=True)
+        for B, H, N, D, causal in shapes:
+            shape = fb.Shape(B=B, H=H, Hkv=H, N=N, D=D, dtype="bf16", causal=causal)
             sets = [[torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
                     for _ in range(4)]
             fns = []
@@ -48,14 +58,15 @@ def main(out, rounds=5, gluon=GLUON):
                 for p, fn in order:
                     with p.context():
                         ms = time_ms(fn, sets)
-                    writer.writerow([B, H, N, D, "bf16", True, r, p.name, f"{ms:.5f}",
+                    writer.writerow([B, H, N, D, "bf16", causal, r, p.name, f"{ms:.5f}",
                                      torch.cuda.get_device_name(), torch.__version__,
-                                     " ".join(["python gpu/money_ab.py OUT", str(rounds), *sys.argv[3:4]])])
+                                     " ".join(["python gpu/money_ab.py OUT", str(rounds), *sys.argv[3:5]])])
                     file.flush()
-                    print(f"{(B, H, N, D)} round {r} {p.name:32s} {ms:.4f} ms", flush=True)
+                    print(f"{(B, H, N, D, causal)} round {r} {p.name:32s} {ms:.4f} ms", flush=True)
     return 0
 
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 5,
-                  sys.argv[3].split(",") if len(sys.argv) > 3 else GLUON))
+                  sys.argv[3].split(",") if len(sys.argv) > 3 else GLUON,
+                  [parse_shape(s) for s in sys.argv[4].split(",")] if len(sys.argv) > 4 else SHAPES))

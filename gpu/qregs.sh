@@ -1,47 +1,14 @@
 #!/bin/bash
 # On the GPU machine (~7 min on an H200): Q in registers (Q_REGS) and 128-key tiles in a 3-deep ring (chapter 12
-# §12.12) -- gpu/gluon_check.py's 96 fp64 cases for each new candidate and gpu/gluon_window.py's 12 window cases
-# (with the OWN_RANGES variants, whose windowed code changed in a refactor), side by side (<= 230 s) -- then
-# gpu/money_ab.py: the money shot and (1, 32, 8192, 128) in 5 interleaved rounds, the candidates that passed beside
-# the shipped choice and cuDNN. Results under $OUT: qregs.log, gluon_check.csv, gluon_resources.csv,
+# §12.11) checked and timed by gpu/check_then_ab.sh, the window cases also for the OWN_RANGES variants (whose
+# windowed code changed in a refactor). Results under $OUT: qregs.log, gluon_check.csv, gluon_resources.csv,
 # gluon_window_check.csv, qregs_ab.csv
-source gpu/env.sh || exit 1
-SECONDS=0
-G=/tmp/gluon
-mkdir -p $G
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee $OUT/qregs.log
 N64="BLOCK_N=64 NUM_BUFFERS=3 PINGPONG=1 PERSISTENT=1 PRODUCER_REGS=32 OWN_RANGES=1 Q_REGS=1"
-declare -A CFG=(
-  [r4_n64b3_pingpong_persistent_own_qregs]="$N64"
-  [r4_n64b3_pingpong_scheduled_own_qregs]="$N64 SCHEDULED=1"
-  [r4_n128b3_pingpong]="BLOCK_N=128 NUM_BUFFERS=3 PINGPONG=1"
-  [r4_n128b3_pingpong_qregs]="BLOCK_N=128 NUM_BUFFERS=3 PINGPONG=1 Q_REGS=1"
-  [r4_n128b2_pingpong_persistent_qregs]="BLOCK_N=128 NUM_BUFFERS=2 PINGPONG=1 PERSISTENT=1 PRODUCER_REGS=32 Q_REGS=1"
-)
-declare -A PID
-for name in "${!CFG[@]}"; do
-  timeout -k 5 230 python3 gpu/gluon_check.py check $G 4 ${CFG[$name]} > $G/check_$name.log 2>&1 &
-  PID[$name]=$!
-done
 W=r4_n64b3_pingpong_own,r4_n64b3_pingpong_persistent_own,r4_n64b3_pingpong_scheduled_own
 W=$W,r4_n64b3_pingpong_persistent_own_qregs,r4_n128b3_pingpong_qregs
-timeout -k 5 230 python3 gpu/gluon_window.py $G 210 $W > $G/window.log 2>&1 &
-pw=$!
-K=r4_n64b3_pingpong_persistent_own
-for name in "${!CFG[@]}"; do
-  wait ${PID[$name]}; rc=$?
-  echo "$name: check rc $rc, $(tail -1 $G/check_$name.log)" | tee -a $OUT/qregs.log
-  [ $rc -eq 0 ] && K=$K,$name
-done
-wait $pw
-grep "passed every case" $G/window.log | tee -a $OUT/qregs.log
-grep -h "fail\|Error" $G/check_*.log $G/window.log | head -5 | tee -a $OUT/qregs.log
-python3 gpu/gluon_check.py summary $G > /dev/null 2>&1
-cp $G/gluon_check.csv $G/gluon_resources.csv $G/gluon_window_check.csv $OUT/ 2>/dev/null
-echo "[${SECONDS}s] timing: $K" | tee -a $OUT/qregs.log
-timeout -k 5 240 python3 gpu/money_ab.py $G 5 $K > $G/ab.log 2>&1
-status=$?
-cp $G/money_ab.csv $OUT/qregs_ab.csv
-tail -30 $G/ab.log | tee -a $OUT/qregs.log
-echo "[${SECONDS}s] done, status $status" | tee -a $OUT/qregs.log
-exit $status
+exec bash gpu/check_then_ab.sh qregs $W r4_n64b3_pingpong_persistent_own \
+  "r4_n64b3_pingpong_persistent_own_qregs: $N64" \
+  "r4_n64b3_pingpong_scheduled_own_qregs: $N64 SCHEDULED=1" \
+  "r4_n128b3_pingpong: BLOCK_N=128 NUM_BUFFERS=3 PINGPONG=1" \
+  "r4_n128b3_pingpong_qregs: BLOCK_N=128 NUM_BUFFERS=3 PINGPONG=1 Q_REGS=1" \
+  "r4_n128b2_pingpong_persistent_qregs: BLOCK_N=128 NUM_BUFFERS=2 PINGPONG=1 PERSISTENT=1 PRODUCER_REGS=32 Q_REGS=1"

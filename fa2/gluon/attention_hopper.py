@@ -174,14 +174,21 @@ def _free_k(empty_bars, slot_tile, NUM_BUFFERS: gl.constexpr):
 
 
 @gluon.jit
+def _free_v(empty_bars, slot_tile, NUM_BUFFERS: gl.constexpr):
+    """The tile in ring slot slot_tile has been read whole (its P·V completed, or it was skipped): its buffer, or
+    with SPLIT_EMPTY its V, is free for the producer."""
+    V_FREE: gl.constexpr = NUM_BUFFERS if _split(empty_bars.shape[0], NUM_BUFFERS) else 0
+    mbarrier.arrive(empty_bars.index(V_FREE + slot_tile % NUM_BUFFERS), count=1)
+
+
+@gluon.jit
 def _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, tile, kv_start, kv_end,
              BLOCK_N: gl.constexpr, NUM_BUFFERS: gl.constexpr, PRODUCER: gl.constexpr, base=0):
     """Tile `tile` is consumed (every wgmma that read its buffer has completed): refill the buffer with tile
     `tile + NUM_BUFFERS` ourselves, or tell the producer partition it is free (its buffer: (base + tile) %
     NUM_BUFFERS, base = the tiles of the program's earlier work items, PERSISTENT)."""
     if PRODUCER:
-        V_FREE: gl.constexpr = NUM_BUFFERS if _split(empty_bars.shape[0], NUM_BUFFERS) else 0
-        mbarrier.arrive(empty_bars.index(V_FREE + (base + tile) % NUM_BUFFERS), count=1)
+        _free_v(empty_bars, base + tile, NUM_BUFFERS)
     else:
         _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, tile + NUM_BUFFERS, kv_start,
                  kv_end, BLOCK_N, NUM_BUFFERS)
@@ -337,8 +344,8 @@ def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
         k_tile, _ = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
         acc, p_op, m_i, l_i = _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bars.index(buf), phase, lo, offs_m,
                                           N_KV, diagonal, qk_scale, window_left, turn_bars, first + shift,
-                                          empty_bars, base + first, NUM_BUFFERS, CONSUMER, PINGPONG, MASKED, IS_CAUSAL, WINDOW, BLOCK_M, BLOCK_N, dtype,
-                                          s_layout, o_layout)
+                                          empty_bars, base + first, NUM_BUFFERS, CONSUMER, PINGPONG, MASKED,
+                                          IS_CAUSAL, WINDOW, BLOCK_M, BLOCK_N, dtype, s_layout, o_layout)
         for kv in range(lo + BLOCK_N, hi, BLOCK_N):
             tile = (kv - kv_start) // BLOCK_N
             buf, phase = _slot(base + tile, NUM_BUFFERS)
@@ -471,8 +478,7 @@ def _skip_tile(k_bars, v_bars, empty_bars, slot_tile, NUM_BUFFERS: gl.constexpr)
     mbarrier.wait(k_bars.index(buf), phase)
     mbarrier.wait(v_bars.index(buf), phase)
     _free_k(empty_bars, slot_tile, NUM_BUFFERS)
-    V_FREE: gl.constexpr = NUM_BUFFERS if _split(empty_bars.shape[0], NUM_BUFFERS) else 0
-    mbarrier.arrive(empty_bars.index(V_FREE + buf), count=1)
+    _free_v(empty_bars, slot_tile, NUM_BUFFERS)
 
 
 @gluon.jit

@@ -696,6 +696,18 @@ def _load_q(q_desc, q_smem, q_bars, k, pid, nprog, num_m, BH, H, GROUP, schedule
 
 
 @gluon.jit
+def _load_next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
+                 CONSUMER: gl.constexpr, IS_CAUSAL: gl.constexpr, PAIRED: gl.constexpr, BLOCK_M: gl.constexpr,
+                 SCHEDULED: gl.constexpr):
+    """PERSISTENT: once every warp of consumer CONSUMER is done reading its Q buffer, item count + 1's Q into it
+    (_load_q), if the program has one."""
+    if count + 1 < n_items:
+        gl.thread_barrier()
+        _load_q(q_desc, q_smem, q_bars, count + 1, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER,
+                IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED)
+
+
+@gluon.jit
 def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NUM_BUFFERS: gl.constexpr,
                          PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr, CONSUMER: gl.constexpr,
                          SCHEDULED: gl.constexpr, num_warps: gl.constexpr, OWN_RANGES: gl.constexpr = False,
@@ -737,11 +749,9 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
                                                              BLOCK_M, BLOCK_N)
         mbarrier.wait(q_bars.index(CONSUMER), count & 1)
         q_op = _q_operand(q_tile, Q_REGS, s_layout)
-        if Q_REGS:
-            if count + 1 < n_items:                      # Q is in registers: the next item's Q loads meanwhile
-                gl.thread_barrier()
-                _load_q(q_desc, q_smem, q_bars, count + 1, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER,
-                        IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED)
+        if Q_REGS:                                       # Q is in registers: the next item's Q loads meanwhile
+            _load_next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
+                         CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED)
         m_start = m_prog + CONSUMER * Q_ROWS
         offs_m = m_start + gl.arange(0, Q_ROWS, layout=row_layout)
         m_i = gl.full([Q_ROWS], float("-inf"), gl.float32, row_layout)
@@ -762,10 +772,9 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
                                         free_end, kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW,
                                         True, True, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N, HEAD_DIM, NUM_BUFFERS,
                                         s_layout, o_layout, base, turn_base)
-        if not Q_REGS and count + 1 < n_items:           # every wgmma reading this Q is done: the next item's
-            gl.thread_barrier()
-            _load_q(q_desc, q_smem, q_bars, count + 1, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER,
-                    IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED)
+        if not Q_REGS:                                   # every wgmma reading this Q is done: the next item's
+            _load_next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
+                         CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED)
         tma.store_wait(0)                                # the previous item's O has left o_buf
         _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q, dtype,
                    o_layout)

@@ -12,7 +12,15 @@ CONFIGS = {
     "r1_m64n64b2w4": (1, dict(BLOCK_M=64, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4)),
     "r1_m128n64b2w4": (1, dict(BLOCK_M=128, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4)),
     "r1_m64n128b2w4": (1, dict(BLOCK_M=64, BLOCK_N=128, NUM_BUFFERS=2, num_warps=4)),
+    # one 128-row program of 8 warps (two warpgroups of 64 rows) held to 128 registers: two programs per SM, as
+    # chapter 6's 8-warp configs run
+    "r1_m128n64b2w8": (1, dict(BLOCK_M=128, BLOCK_N=64, NUM_BUFFERS=2, num_warps=8, maxnreg=128)),
     "r2_m64n64b2w4": (2, dict(BLOCK_M=64, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4)),
+    # rung 2 on 128-row tiles: one warpgroup (255 registers, 88 bytes spilled; two programs per SM), two
+    # warpgroups (152 registers: one program per SM) or two held to 128 registers (192 bytes spilled; two)
+    "r2_m128n64b2w4": (2, dict(BLOCK_M=128, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4)),
+    "r2_m128n64b2w8": (2, dict(BLOCK_M=128, BLOCK_N=64, NUM_BUFFERS=2, num_warps=8)),
+    "r2_m128n64b2w8r128": (2, dict(BLOCK_M=128, BLOCK_N=64, NUM_BUFFERS=2, num_warps=8, maxnreg=128)),
     "r2_m64n128b2w4": (2, dict(BLOCK_M=64, BLOCK_N=128, NUM_BUFFERS=2, num_warps=4)),
     "r3_m64n64b2w4": (3, dict(BLOCK_M=64, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4, maxnreg=128)),
     "r3_m64n128b2w4": (3, dict(BLOCK_M=64, BLOCK_N=128, NUM_BUFFERS=2, num_warps=4, maxnreg=128)),

@@ -566,6 +566,8 @@ def parse_args(argv):
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG")
     parser.add_argument("--gqa", type=int, metavar="HKV", help="number of KV heads (default: as many as query heads)")
     parser.add_argument("--max-n", type=int, metavar="N", help="only the sweep's shapes with N <= this")
+    parser.add_argument("--min-n", type=int, metavar="N",
+                        help="only the sweep's shapes with N >= this (a long sweep in two runs: --max-n, --min-n)")
     parser.add_argument("--quick", action="store_true", help="decode sweep: fewer shapes and candidates")
     parser.add_argument("--no-tune", action="store_true", help="decode sweep: skip the fa2_tune candidate rows")
     parser.add_argument("--from-csv", type=Path, metavar="CSV",
@@ -575,7 +577,7 @@ def parse_args(argv):
         parser.error(f"the {args.sweep} sweep needs a GPU: here kernels run under the Triton interpreter, which "
                      f"would take hours at these sizes; on a CPU run --sweep {' or '.join(CPU_SWEEPS)}")
     args.shapes = [s for s in SWEEPS.get(args.sweep, lambda hkv: [])(args.gqa)
-                   if args.max_n is None or s.N <= args.max_n]
+                   if (args.max_n is None or s.N <= args.max_n) and (args.min_n is None or s.N >= args.min_n)]
     if args.gqa is not None and (args.gqa < 1 or any(s.H % args.gqa for s in args.shapes)):
         parser.error(f"--gqa {args.gqa} must divide every H in the {args.sweep} sweep")
     if args.sweep in DROPIN_SWEEPS:   # their own peers (fa2/bench_dropin.py)

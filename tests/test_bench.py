@@ -134,3 +134,14 @@ def test_rounds_rotate_the_order_and_keep_the_median(tmp_path, monkeypatch):
 def test_money_headline_and_dropin_sweeps_are_timed_in_rounds_by_default():
     assert bench.SWEEP_ROUNDS == {"money": 5, "headline": 3, "varlen": 3, "window": 3, "decode": 3}
     assert bench.parse_args(["--sweep", "tiny"]).rounds is None
+
+
+def test_max_n_and_min_n_split_a_sweep_in_two():
+    """--max-n and --min-n pick the sweep's shapes by N: a long sweep can be run in two parts that together hold
+    every shape once."""
+    every = bench.parse_args(["--sweep", "tiny"]).shapes
+    cut = sorted({s.N for s in every})[len({s.N for s in every}) // 2]
+    low = bench.parse_args(["--sweep", "tiny", "--max-n", str(cut - 1)]).shapes
+    high = bench.parse_args(["--sweep", "tiny", "--min-n", str(cut)]).shapes
+    assert low and high and sorted(low + high, key=every.index) == every
+    assert all(s.N < cut for s in low) and all(s.N >= cut for s in high)

@@ -1,0 +1,62 @@
+"""Where cuDNN's ~10 % at (32, 32, 512, 128) bf16 causal comes from: the kernels under Nsight Compute, causal and
+not (book/results/short_causal.md; an H200).
+
+    python gpu/short_causal_ncu.py OUT        # runs itself under ncu: OUT/short_causal_ncu.csv, OUT/ncu.log
+
+Per mask: fa2.attention (the Gluon table's choice, rung 1 at the causal shape), the Gluon rung-1 config with 64-row
+tiles, chapter 6's kernel, and SDPA's cuDNN backend; one call each after warm-up calls (cudaProfilerStart/Stop
+around it, L2 flushed before each kernel, clocks not locked), gpu/decode_paged_ncu.py's way.
+"""
+
+import sys
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import decode_paged_ncu as base
+
+SHAPE = (32, 32, 512, 128)
+METRICS = ["gpu__time_duration.sum", "sm__cycles_elapsed.max", "smsp__inst_executed.sum",
+           "dram__bytes_read.sum", "dram__bytes_write.sum", "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+           "lts__t_sector_hit_rate.pct", "launch__grid_size", "launch__block_size", "launch__registers_per_thread",
+           "launch__shared_mem_per_block_dynamic", "sm__warps_active.avg.pct_of_peak_sustained_active",
+           "sm__maximum_warps_per_active_cycle_pct",
+           "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
+           "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+           "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+           "smsp__warps_issue_stalled_long_scoreboard_per_warp_active.pct",
+           "smsp__warps_issue_stalled_barrier_per_warp_active.pct",
+           "smsp__warps_issue_stalled_wait_per_warp_active.pct",
+           "smsp__warps_issue_stalled_math_pipe_throttle_per_warp_active.pct",
+           "smsp__warps_issue_stalled_membar_per_warp_active.pct",
+           "smsp__warps_issue_stalled_short_scoreboard_per_warp_active.pct",
+           "smsp__warps_issue_stalled_sleeping_per_warp_active.pct",
+           "smsp__issue_active.avg.pct_of_peak_sustained_active"]
+
+
+def target():
+    import fa2
+    from fa2.gluon.candidates import CONFIGS
+    from fa2.plan import GluonPlan, chapter6_plan
+    from fa2.validate import softmax_scale
+
+    B, H, N, D = SHAPE
+    q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    for causal in (True, False):
+        rung, config = CONFIGS["r1_m64n64b2w4"]
+        m64 = GluonPlan(q, k, v, causal, softmax_scale(D, None), (rung, dict(config)))
+        ch6 = chapter6_plan(q, k, v, causal, None)
+
+        def cudnn():
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        for fn in (lambda: fa2.attention(q, k, v, causal=causal), lambda: m64(q, k, v), lambda: ch6(q, k, v),
+                   cudnn):
+            base.profiled_call(lambda x: fn(), None, warmup=10)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--target":
+        target()
+    else:
+        base.profile(sys.argv[1], "short_causal_ncu.csv", __file__, METRICS)

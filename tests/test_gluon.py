@@ -228,14 +228,15 @@ def _consumer_ops(rung, n_tiles, n_free, pingpong, n_lower=0):
     return ops
 
 
-def _barrier_wait(count, kind, t, c, NUM_BUFFERS, ring_slot, turn_phase):
+def _barrier_wait(count, kind, t, c, NUM_BUFFERS, ring_slot, turn_phase, q_slots=1):
     """A simulated mbarrier wait: None when it would block, else True after asserting it passes on exactly the
     phase it means. count: completed phases per barrier key. kind "turn": consumer c's turn t (turn barrier c);
-    "q": consumer c's t-th Q (PERSISTENT's one Q buffer); "k", "v": tile t's buffer loaded; "e": its buffer free."""
+    "q": consumer c's t-th Q (PERSISTENT: one Q buffer, or q_slots = 2 under Q_AHEAD, item t's being t % 2);
+    "k", "v": tile t's buffer loaded; "e": its buffer free."""
     if kind == "turn":
         key, phase, want = ("turn", c), turn_phase(t, c), t + c
     elif kind == "q":
-        key, phase, want = ("q", c), t & 1, t + 1
+        key, phase, want = ("q", c, t % q_slots), (t // q_slots) & 1, t // q_slots + 1
     else:                                        # "e" (SPLIT_EMPTY: "ek", "ev"): the producer's empty barriers
         buf, phase = ring_slot(t, NUM_BUFFERS)
         key = (kind, buf)
@@ -454,24 +455,28 @@ def test_constexprs_are_in_the_kernels_order(hopper):
 # ------------------------------------------------------------------------------------------ PERSISTENT
 
 def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=False, turn_phase=None, split=False,
-                         q_regs=False):
+                         q_regs=False, q_ahead=False, q_lead=1):
     """A PERSISTENT program (rungs 3-4) over its work items [(n_tiles, n_free, n_lower), ...] as plain Python,
     under a random interleaving: the producer loads every item's tiles into one ring whose tile count runs on
     across items (each after the empty barrier), the consumers walk each item's tiles with `base` = the tiles of
     earlier items and turn numbers shifted by `turn_base` = their turns (_consumer_ops per item); each consumer
     waits for item i's Q (one buffer), loads item i + 1's Q once its last tile of item i is done, then
     store_wait(0) and stores item i's O from its O buffer (stores complete at random later times).
-    Q_REGS: item i + 1's Q is loaded as soon as item i's is in registers (before its tiles). SPLIT_EMPTY: see
-    _RingModel. Asserts every wait passes on the phase it means, no K/V buffer is refilled before both consumers
-    freed it, no O buffer is staged while a store still reads it, every tile is loaded and consumed once, no
-    deadlock."""
+    Q_REGS: item i + 1's Q is loaded as soon as item i's is in registers (before its tiles). Q_AHEAD: two Q
+    buffers, item i's in buffer i % 2, and item i + q_lead's loaded as soon as item i's has arrived (the kernel's
+    q_lead is 1; a larger one is the mutant the model must catch). SPLIT_EMPTY: see _RingModel. Asserts every wait
+    passes on the phase it means, no Q buffer is reloaded while an item still reads it, no K/V buffer is refilled
+    before both consumers freed it, no O buffer is staged while a store still reads it, every tile is loaded and
+    consumed once, no deadlock."""
     consumers = 2 if rung == 4 else 1
     count = {}
     ring = _RingModel(count, NUM_BUFFERS, ring_slot, consumers, split)
     pending = {c: [] for c in range(consumers)}          # each consumer's O stores in flight (items)
     total_tiles = sum(item["n_tiles"] if isinstance(item, dict) else item[0] for item in items)
 
-    wait = lambda kind, t, c: _barrier_wait(count, kind, t, c, NUM_BUFFERS, ring_slot, turn_phase)
+    q_slots = 2 if q_ahead else 1
+    wait = lambda kind, t, c: _barrier_wait(count, kind, t, c, NUM_BUFFERS, ring_slot, turn_phase, q_slots)
+    reading = {}                                         # (consumer, Q buffer) -> the item still reading it
 
     ops = {c: [] for c in range(consumers)}
     producer = []
@@ -485,11 +490,18 @@ def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=Fals
             item_turns = n_tiles + (n_lower > 0) + (n_free > n_lower) + (n_tiles > n_free)
         for c in range(consumers):
             ops[c].append(("q", i))
-            if q_regs and i + 1 < len(items):
-                ops[c].append(("qload", i + 1))
+            if q_ahead:                                  # the first item's wait also loads the ones up to q_lead
+                ops[c] += [("qload", j) for j in range(max(i + 1, i + q_lead if i else 1), i + q_lead + 1)
+                           if j < len(items)]
+            if q_regs:
+                ops[c].append(("qdone", i))
+                if i + 1 < len(items):
+                    ops[c].append(("qload", i + 1))
             for kind, t in item_ops[c]:
                 ops[c].append((kind, t + (turn_base if kind in ("turn", "pass") else base)))
-            if not q_regs and i + 1 < len(items):
+            if not q_regs:
+                ops[c].append(("qdone", i))
+            if not q_regs and not q_ahead and i + 1 < len(items):
                 ops[c].append(("qload", i + 1))
             ops[c] += [("store_wait", 0), ("store", i)]
         producer += ring.producer_ops(n_tiles, base)
@@ -510,7 +522,8 @@ def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=Fals
                 if kind == "store_wait":
                     if len(pending[c]) <= t:
                         ready.append((c, o))
-                elif kind in ("free", "sdone", "load", "loadk", "loadv", "pass", "qload", "store") or wait(kind, t, c):
+                elif kind in ("free", "sdone", "load", "loadk", "loadv", "pass", "qload", "qdone", "store") or \
+                        wait(kind, t, c):
                     ready.append((c, o))
         assert ready, f"deadlock: {[(c, o[:1]) for c, o in agents]}"
         if len(ready) > 1 and ready[-1][0] == "stores" and rng.random() < 0.9:
@@ -527,8 +540,14 @@ def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=Fals
             ring.load(kind, t)
         elif kind == "pass":
             count["turn", 1 - c] = count.get(("turn", 1 - c), 0) + 1
+        elif kind == "q":
+            reading[c, t % q_slots] = t
+        elif kind == "qdone":
+            del reading[c, t % q_slots]
         elif kind == "qload":
-            count["q", c] = count.get(("q", c), 0) + 1
+            assert (c, t % q_slots) not in reading, \
+                f"Q of item {t} overwrites item {reading[c, t % q_slots]}'s while it is read"
+            count["q", c, t % q_slots] = count.get(("q", c, t % q_slots), 0) + 1
         elif kind == "store":
             assert not pending[c], f"O of item {t} staged while the store of item {pending[c][0]} reads the buffer"
             pending[c].append(t)
@@ -542,12 +561,13 @@ PERSISTENT_CASES = [(3, 2, False), (4, 2, False), (4, 2, True), (4, 3, True)]
 
 @pytest.mark.parametrize("rung,NUM_BUFFERS,pingpong", PERSISTENT_CASES,
                          ids=[f"r{r}-nb{nb}" + ("-pingpong" if pp else "") for r, nb, pp in PERSISTENT_CASES])
-@pytest.mark.parametrize("split,q_regs", [(False, False), (True, False), (False, True), (True, True)],
-                         ids=["", "split", "qregs", "split-qregs"])
-def test_persistent_ring_q_buffers_and_turns(hopper, rung, NUM_BUFFERS, pingpong, split, q_regs):
+@pytest.mark.parametrize("split,q_regs,q_ahead", [(False, False, False), (True, False, False), (False, True, False),
+                                                  (True, True, False), (False, False, True), (True, False, True)],
+                         ids=["", "split", "qregs", "split-qregs", "qahead", "split-qahead"])
+def test_persistent_ring_q_buffers_and_turns(hopper, rung, NUM_BUFFERS, pingpong, split, q_regs, q_ahead):
     """Each program of a PERSISTENT launch over the check's shapes (several items per program, empty ones
     included: causal with N_Q > N_KV), causal or not, with and without a window: see _simulate_persistent
-    (with SPLIT_EMPTY and Q_REGS too)."""
+    (with SPLIT_EMPTY, Q_REGS and Q_AHEAD too)."""
     import numpy as np
     rng = np.random.default_rng(1)
     BM, BN, H, programs = 128, 64, 2, 3
@@ -566,7 +586,37 @@ def test_persistent_ring_q_buffers_and_turns(hopper, rung, NUM_BUFFERS, pingpong
                     tiles = lambda key: -(-(key - kv_start) // BN)
                     items.append((max(tiles(kv_end), 0), tiles(free_end), tiles(free_start)))
                 _simulate_persistent(rung, items, NUM_BUFFERS, hopper.ring_slot, rng, pingpong, hopper.turn_phase,
-                                     split, q_regs)
+                                     split, q_regs, q_ahead)
+
+
+def test_q_ahead_simulation_catches_a_load_two_items_ahead():
+    """The Q_AHEAD model is not vacuous: with two Q buffers, loading item i + 2's Q when item i starts lands in
+    item i's own buffer while it is read."""
+    import numpy as np
+    items = [(3, 2, 0)] * 4
+    ring_slot = lambda t, nb: (t % nb, (t // nb) & 1)
+    turn_phase = lambda turn, consumer: (turn & 1) ^ (1 - consumer)
+    _simulate_persistent(4, items, 2, ring_slot, np.random.default_rng(0), True, turn_phase, q_ahead=True)
+    with pytest.raises(AssertionError, match="overwrites item"):
+        _simulate_persistent(4, items, 2, ring_slot, np.random.default_rng(0), True, turn_phase, q_ahead=True,
+                             q_lead=2)
+
+
+def test_q_ahead_is_checked_and_compiles(hopper):
+    """Q_AHEAD needs PERSISTENT and excludes Q_REGS (host checks; the kernel static_asserts both); the money
+    shot's persistent config compiles with it for sm_90, windowed and not, without spills, within the H100's
+    shared memory with two 16 KB Q buffers per consumer more."""
+    with pytest.raises(ValueError, match="PERSISTENT"):
+        hopper.rung_config(4, 128, {"Q_AHEAD": 1})
+    with pytest.raises(ValueError, match="Q_REGS"):
+        hopper.rung_config(4, 128, {"Q_AHEAD": 1, "Q_REGS": 1, "PERSISTENT": 1})
+    config = dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1, PRODUCER_REGS=32, SPLIT_EMPTY=1)
+    without = hopper.compile_rung(4, 128, torch.bfloat16, True, config=config).metadata.shared
+    for window in (False, True):
+        usage = hopper.resource_usage(hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(config, Q_AHEAD=1),
+                                                          window=window))
+        assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, (window, usage)
+        assert usage["shared"] - without >= 2 * 16 * 1024 and usage["shared"] <= H100_SHARED, usage
 
 
 def test_persistent_work_items_cover_every_tile_once_longest_first(hopper):

@@ -684,15 +684,16 @@ def _item_range(m_start, N_Q, N_KV, window_left, IS_CAUSAL: gl.constexpr, WINDOW
 
 @gluon.jit
 def _load_q(q_desc, q_smem, q_bars, k, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER: gl.constexpr,
-            IS_CAUSAL: gl.constexpr, PAIRED: gl.constexpr, BLOCK_M: gl.constexpr, SCHEDULED: gl.constexpr):
-    """TMA load of consumer CONSUMER's Q rows of program pid's k-th work item into its Q buffer (and barrier)
-    CONSUMER (a phantom tile's rows lie past N_Q: TMA fills them with zeros)."""
+            IS_CAUSAL: gl.constexpr, PAIRED: gl.constexpr, BLOCK_M: gl.constexpr, SCHEDULED: gl.constexpr,
+            SLOT: gl.constexpr):
+    """TMA load of consumer CONSUMER's Q rows of program pid's k-th work item into Q buffer (and barrier) SLOT
+    (a phantom tile's rows lie past N_Q: TMA fills them with zeros)."""
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
     off_b, off_h, _, _, m_start = _work_item(k, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL, PAIRED, BLOCK_M,
                                              schedule_ptr, SCHEDULED)
-    mbarrier.expect(q_bars.index(CONSUMER), q_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(q_desc, [off_b, off_h, m_start + CONSUMER * Q_ROWS, 0], q_bars.index(CONSUMER),
-                                    q_smem.index(CONSUMER))
+    mbarrier.expect(q_bars.index(SLOT), q_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(q_desc, [off_b, off_h, m_start + CONSUMER * Q_ROWS, 0], q_bars.index(SLOT),
+                                    q_smem.index(SLOT))
 
 
 @gluon.jit
@@ -704,21 +705,61 @@ def _load_next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, 
     if count + 1 < n_items:
         gl.thread_barrier()
         _load_q(q_desc, q_smem, q_bars, count + 1, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER,
-                IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED)
+                IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED, CONSUMER)
 
 
 @gluon.jit
 def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NUM_BUFFERS: gl.constexpr,
                          PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr, CONSUMER: gl.constexpr,
                          SCHEDULED: gl.constexpr, num_warps: gl.constexpr, OWN_RANGES: gl.constexpr = False,
-                         Q_REGS: gl.constexpr = False):
-    """PERSISTENT (rungs 3-4): consumer CONSUMER over its work items (_work_item). Its Q rows have one shared
-    buffer: the next item's Q is loaded (by this consumer) as soon as the last wgmma that reads this item's Q has
-    completed, so the load overlaps this item's epilogue. O is staged in a buffer of its own and stored by TMA
-    without waiting; the next item waits for that store (store_wait) only before staging its own O. The K/V ring
-    and PINGPONG's turns run on across items: `base` counts the tiles of earlier items, `turn_base` their turns.
-    (Q and O buffers are indexed by constants: a Q buffer picked by a run-time index gave wrong scores on the
-    H200 -- gpu/persistent_debug.py.)"""
+                         Q_REGS: gl.constexpr = False, Q_AHEAD: gl.constexpr = False):
+    """PERSISTENT (rungs 3-4): consumer CONSUMER over its work items (_work_item, _persistent_item). Its Q rows
+    have one shared buffer: the next item's Q is loaded (by this consumer) as soon as the last wgmma that reads
+    this item's Q has completed, so the load overlaps this item's epilogue. Q_AHEAD: two Q buffers, item k's in
+    buffer k % 2, and item k + 1's Q loaded when item k starts (the loop takes two items a turn, so that each
+    buffer is picked by a constant index). O is staged in a buffer of its own and stored by TMA without waiting;
+    the next item waits for that store (store_wait) only before staging its own O. The K/V ring and PINGPONG's
+    turns run on across items: `base` counts the tiles of earlier items, `turn_base` their turns. (Q and O
+    buffers are indexed by constants: a Q buffer picked by a run-time index gave wrong scores on the H200 --
+    gpu/persistent_debug.py.)"""
+    (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars,
+     turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left, schedule_ptr) = args
+    Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
+    BLOCK_M: gl.constexpr = Q_ROWS * CONSUMERS
+    PAIRED: gl.constexpr = IS_CAUSAL and not WINDOW and not SCHEDULED      # _units
+    n_items = _item_count(pid, nprog, num_m, BH, PAIRED, schedule_ptr, SCHEDULED)
+    base = 0
+    turn_base = 0
+    if Q_AHEAD:
+        if n_items > 0:
+            _load_q(q_desc, q_smem, q_bars, 0, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER, IS_CAUSAL,
+                    PAIRED, BLOCK_M, SCHEDULED, 2 * CONSUMER)
+        for count in range(0, n_items, 2):
+            base, turn_base = _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL, WINDOW,
+                                               NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
+                                               OWN_RANGES, Q_REGS, Q_AHEAD, 2 * CONSUMER)
+            if count + 1 < n_items:
+                base, turn_base = _persistent_item(args, count + 1, n_items, base, turn_base, IS_CAUSAL, WINDOW,
+                                                   NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
+                                                   OWN_RANGES, Q_REGS, Q_AHEAD, 2 * CONSUMER + 1)
+    else:
+        if n_items > 0:
+            _load_q(q_desc, q_smem, q_bars, 0, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER, IS_CAUSAL,
+                    PAIRED, BLOCK_M, SCHEDULED, CONSUMER)
+        for count in range(n_items):
+            base, turn_base = _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL, WINDOW,
+                                               NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
+                                               OWN_RANGES, Q_REGS, Q_AHEAD, CONSUMER)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr,
+                     NUM_BUFFERS: gl.constexpr, PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr,
+                     CONSUMER: gl.constexpr, SCHEDULED: gl.constexpr, num_warps: gl.constexpr,
+                     OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, Q_AHEAD: gl.constexpr, Q_SLOT: gl.constexpr):
+    """Consumer CONSUMER's work item `count` of its program, its Q in buffer Q_SLOT (the item's (count // 2)-th
+    use of it under Q_AHEAD, its count-th otherwise): returns (base, turn_base) advanced past the item."""
     (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars,
      turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left, schedule_ptr) = args
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
@@ -730,57 +771,54 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
     o_layout: gl.constexpr = _wgmma_layout(num_warps, HEAD_DIM)
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
     diagonal = N_KV - N_Q
-    q_buf = q_smem.index(CONSUMER)
-    q_tile = q_buf.reshape([Q_ROWS, HEAD_DIM])
+    q_tile = q_smem.index(Q_SLOT).reshape([Q_ROWS, HEAD_DIM])
     o_buf = o_smem.index(CONSUMER)
     o_tile = o_buf.reshape([Q_ROWS, HEAD_DIM])
-
     PAIRED: gl.constexpr = IS_CAUSAL and not WINDOW and not SCHEDULED      # _units
-    n_items = _item_count(pid, nprog, num_m, BH, PAIRED, schedule_ptr, SCHEDULED)
-    if n_items > 0:
-        _load_q(q_desc, q_smem, q_bars, 0, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER, IS_CAUSAL,
-                PAIRED, BLOCK_M, SCHEDULED)
-    base = 0
-    turn_base = 0
-    for count in range(n_items):
-        off_b, off_h, off_kvh, pid_bh, m_prog = _work_item(count, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL,
-                                                           PAIRED, BLOCK_M, schedule_ptr, SCHEDULED)
-        kv_start, free_start, free_end, kv_end = _item_range(m_prog, N_Q, N_KV, window_left, IS_CAUSAL, WINDOW,
-                                                             BLOCK_M, BLOCK_N)
-        mbarrier.wait(q_bars.index(CONSUMER), count & 1)
-        q_op = _q_operand(q_tile, Q_REGS, s_layout)
-        if Q_REGS:                                       # Q is in registers: the next item's Q loads meanwhile
-            _load_next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
-                         CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED)
-        m_start = m_prog + CONSUMER * Q_ROWS
-        offs_m = m_start + gl.arange(0, Q_ROWS, layout=row_layout)
-        m_i = gl.full([Q_ROWS], float("-inf"), gl.float32, row_layout)
-        l_i = gl.zeros([Q_ROWS], gl.float32, row_layout)
-        acc = gl.zeros([Q_ROWS, HEAD_DIM], gl.float32, o_layout)
-        if OWN_RANGES:
-            start, own_free_start, own_free_end, end, item_turns = _own_work(
-                m_prog, CONSUMER, N_Q, N_KV, window_left, kv_start, kv_end, IS_CAUSAL, WINDOW, Q_ROWS, BLOCK_N)
-            acc, m_i, l_i = _attend_own(acc, m_i, l_i, q_op, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
-                                        empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, kv_end, start,
-                                        own_free_start, own_free_end, end, item_turns, N_KV, diagonal, qk_scale,
-                                        window_left, IS_CAUSAL, WINDOW, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N,
-                                        HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, turn_base)
-        else:
-            item_turns = _turns(kv_start, free_start, free_end, kv_end, BLOCK_N)
-            acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_op, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
-                                        empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, free_start,
-                                        free_end, kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW,
-                                        True, True, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N, HEAD_DIM, NUM_BUFFERS,
-                                        s_layout, o_layout, base, turn_base)
-        if not Q_REGS:                                   # every wgmma reading this Q is done: the next item's
-            _load_next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
-                         CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED)
-        tma.store_wait(0)                                # the previous item's O has left o_buf
-        _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q, dtype,
-                   o_layout)
-        base += gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N)
-        turn_base += item_turns
-    tma.store_wait(0)
+
+    off_b, off_h, off_kvh, pid_bh, m_prog = _work_item(count, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL,
+                                                       PAIRED, BLOCK_M, schedule_ptr, SCHEDULED)
+    kv_start, free_start, free_end, kv_end = _item_range(m_prog, N_Q, N_KV, window_left, IS_CAUSAL, WINDOW,
+                                                         BLOCK_M, BLOCK_N)
+    if Q_AHEAD:
+        mbarrier.wait(q_bars.index(Q_SLOT), (count // 2) & 1)
+        if count + 1 < n_items:                 # the other buffer's item (count - 1) is done: item count + 1's Q
+            gl.thread_barrier()
+            _load_q(q_desc, q_smem, q_bars, count + 1, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER,
+                    IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED, Q_SLOT ^ 1)
+    else:
+        mbarrier.wait(q_bars.index(Q_SLOT), count & 1)
+    q_op = _q_operand(q_tile, Q_REGS, s_layout)
+    if Q_REGS:                                       # Q is in registers: the next item's Q loads meanwhile
+        _load_next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
+                     CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED)
+    m_start = m_prog + CONSUMER * Q_ROWS
+    offs_m = m_start + gl.arange(0, Q_ROWS, layout=row_layout)
+    m_i = gl.full([Q_ROWS], float("-inf"), gl.float32, row_layout)
+    l_i = gl.zeros([Q_ROWS], gl.float32, row_layout)
+    acc = gl.zeros([Q_ROWS, HEAD_DIM], gl.float32, o_layout)
+    if OWN_RANGES:
+        start, own_free_start, own_free_end, end, item_turns = _own_work(
+            m_prog, CONSUMER, N_Q, N_KV, window_left, kv_start, kv_end, IS_CAUSAL, WINDOW, Q_ROWS, BLOCK_N)
+        acc, m_i, l_i = _attend_own(acc, m_i, l_i, q_op, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+                                    empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, kv_end, start,
+                                    own_free_start, own_free_end, end, item_turns, N_KV, diagonal, qk_scale,
+                                    window_left, IS_CAUSAL, WINDOW, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N,
+                                    HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, turn_base)
+    else:
+        item_turns = _turns(kv_start, free_start, free_end, kv_end, BLOCK_N)
+        acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_op, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+                                    empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, free_start,
+                                    free_end, kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW,
+                                    True, True, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N, HEAD_DIM, NUM_BUFFERS,
+                                    s_layout, o_layout, base, turn_base)
+    if not Q_REGS and not Q_AHEAD:                   # every wgmma reading this Q is done: the next item's
+        _load_next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
+                     CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED)
+    tma.store_wait(0)                                # the previous item's O has left o_buf
+    _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q, dtype,
+               o_layout)
+    return base + gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N), turn_base + item_turns
 
 
 @gluon.jit
@@ -860,7 +898,7 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
                           NUM_BUFFERS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                           PINGPONG: gl.constexpr, PERSISTENT: gl.constexpr, SCHEDULED: gl.constexpr,
                           OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, SPLIT_EMPTY: gl.constexpr,
-                          num_warps: gl.constexpr):
+                          Q_AHEAD: gl.constexpr, num_warps: gl.constexpr):
     """Grid (cdiv(N_Q, BLOCK_M), B·H), or PERSISTENT (rungs 3-4) at most one program per SM, each taking its
     units of the cdiv(N_Q, BLOCK_M)·BH query tiles round-robin (_units, _work_item). q_desc/o_desc: 4-D
     (B, H, N_Q, D) descriptors with (1, 1, BLOCK_M / C, D) boxes, C the rung's consumer partitions (consumers());
@@ -878,11 +916,13 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
     gl.static_assert(PERSISTENT or not SCHEDULED, "SCHEDULED orders a PERSISTENT launch's work items")
     gl.static_assert(RUNG == 4 or not OWN_RANGES, "OWN_RANGES splits rung 4's key range between its two consumers")
     gl.static_assert(RUNG >= 3 or not SPLIT_EMPTY, "SPLIT_EMPTY frees K and V to the producer partition (rungs 3-4)")
+    gl.static_assert(PERSISTENT or not Q_AHEAD, "Q_AHEAD loads a PERSISTENT program's next item's Q")
+    gl.static_assert(not (Q_AHEAD and Q_REGS), "Q_AHEAD and Q_REGS are two ways of loading Q early: one at a time")
 
     if PERSISTENT:
         _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left, BH,
                     schedule_ptr, IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG,
-                    SCHEDULED, OWN_RANGES, Q_REGS, SPLIT_EMPTY, num_warps)
+                    SCHEDULED, OWN_RANGES, Q_REGS, SPLIT_EMPTY, Q_AHEAD, num_warps)
     else:
         _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left,
                   IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG, OWN_RANGES,
@@ -891,12 +931,13 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
 
 @gluon.jit
 def _ring(k_desc, v_desc, CONSUMERS: gl.constexpr, NUM_BUFFERS: gl.constexpr, PINGPONG: gl.constexpr,
-          SPLIT_EMPTY: gl.constexpr = False):
+          SPLIT_EMPTY: gl.constexpr = False, Q_SLOTS: gl.constexpr = 1):
     """The K/V ring's shared buffers and every barrier of a program, initialised: (k_smem, v_smem, q_bars, k_bars,
-    v_bars, empty_bars, turn_bars). Allocate anything that must come first in shared memory (Q) before."""
+    v_bars, empty_bars, turn_bars). Allocate anything that must come first in shared memory (Q) before. Q_SLOTS:
+    Q buffers (and barriers) per consumer (Q_AHEAD: 2)."""
     k_smem = gl.allocate_shared_memory(k_desc.dtype, [NUM_BUFFERS] + k_desc.block_type.shape, k_desc.layout)
     v_smem = gl.allocate_shared_memory(v_desc.dtype, [NUM_BUFFERS] + v_desc.block_type.shape, v_desc.layout)
-    q_bars = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+    q_bars = gl.allocate_shared_memory(gl.int64, [CONSUMERS * Q_SLOTS, 1], mbarrier.MBarrierLayout())
     k_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
     v_bars = gl.allocate_shared_memory(gl.int64, [NUM_BUFFERS, 1], mbarrier.MBarrierLayout())
     EMPTY: gl.constexpr = 2 * NUM_BUFFERS if SPLIT_EMPTY else NUM_BUFFERS     # _split
@@ -906,6 +947,8 @@ def _ring(k_desc, v_desc, CONSUMERS: gl.constexpr, NUM_BUFFERS: gl.constexpr, PI
         mbarrier.init(q_bars.index(c), count=1)
         if PINGPONG:
             mbarrier.init(turn_bars.index(c), count=1)
+    for c in gl.static_range(CONSUMERS, CONSUMERS * Q_SLOTS):    # Q_AHEAD's second Q buffers
+        mbarrier.init(q_bars.index(c), count=1)
     for i in gl.static_range(NUM_BUFFERS):
         mbarrier.init(k_bars.index(i), count=1)
         mbarrier.init(v_bars.index(i), count=1)
@@ -924,6 +967,9 @@ def _invalidate(q_bars, k_bars, v_bars, empty_bars, turn_bars, CONSUMERS: gl.con
         mbarrier.invalidate(q_bars.index(c))
         if PINGPONG:
             mbarrier.invalidate(turn_bars.index(c))
+    Q_BARS: gl.constexpr = q_bars.shape[0]
+    for c in gl.static_range(CONSUMERS, Q_BARS):                # Q_AHEAD's second Q buffers
+        mbarrier.invalidate(q_bars.index(c))
     for i in gl.static_range(NUM_BUFFERS):
         mbarrier.invalidate(k_bars.index(i))
         mbarrier.invalidate(v_bars.index(i))
@@ -1001,7 +1047,7 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
                 schedule_ptr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, RUNG: gl.constexpr,
                 NUM_BUFFERS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                 PINGPONG: gl.constexpr, SCHEDULED: gl.constexpr, OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr,
-                SPLIT_EMPTY: gl.constexpr, num_warps: gl.constexpr):
+                SPLIT_EMPTY: gl.constexpr, Q_AHEAD: gl.constexpr, num_warps: gl.constexpr):
     """PERSISTENT: the rung's partitions, each looping over the program's work items (_consumer_persistent,
     _producer_persistent); shared memory and barriers are set up once."""
     CONSUMERS: gl.constexpr = _consumers(RUNG)
@@ -1009,10 +1055,11 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
     pid = gl.program_id(0)
     nprog = gl.num_programs(0)
     num_m = gl.cdiv(N_Q, BLOCK_M)
-    q_smem = gl.allocate_shared_memory(q_desc.dtype, [CONSUMERS] + q_desc.block_type.shape, q_desc.layout)
+    Q_SLOTS: gl.constexpr = 2 if Q_AHEAD else 1
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, [CONSUMERS * Q_SLOTS] + q_desc.block_type.shape, q_desc.layout)
     o_smem = gl.allocate_shared_memory(o_desc.dtype, [CONSUMERS] + o_desc.block_type.shape, o_desc.layout)
     k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars, turn_bars = _ring(k_desc, v_desc, CONSUMERS, NUM_BUFFERS,
-                                                                          PINGPONG, SPLIT_EMPTY)
+                                                                          PINGPONG, SPLIT_EMPTY, Q_SLOTS)
 
     consumer = (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars,
                 empty_bars, turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left,
@@ -1021,9 +1068,9 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
     if RUNG == 4:
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
-                                    num_warps, OWN_RANGES, Q_REGS)),
+                                    num_warps, OWN_RANGES, Q_REGS, Q_AHEAD)),
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 1, SCHEDULED,
-                                    num_warps, OWN_RANGES, Q_REGS)),
+                                    num_warps, OWN_RANGES, Q_REGS, Q_AHEAD)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
                                     BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
                                     NUM_BUFFERS, SCHEDULED)),
@@ -1031,7 +1078,7 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
     else:
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
-                                    num_warps, False, Q_REGS)),
+                                    num_warps, False, Q_REGS, Q_AHEAD)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
                                     BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
                                     NUM_BUFFERS, SCHEDULED)),
@@ -1129,6 +1176,10 @@ def rung_config(rung, head_dim, config=None):
         raise ValueError(f"OWN_RANGES splits rung 4's key range between its two consumers; rung {rung} has one")
     if cfg.get("SPLIT_EMPTY") and rung < 3:
         raise ValueError(f"SPLIT_EMPTY frees K and V to the producer partition of rungs 3-4; rung {rung} has none")
+    if cfg.get("Q_AHEAD") and not cfg.get("PERSISTENT"):
+        raise ValueError("Q_AHEAD loads a PERSISTENT program's next Q a whole item ahead; set PERSISTENT too")
+    if cfg.get("Q_AHEAD") and cfg.get("Q_REGS"):
+        raise ValueError("Q_AHEAD and Q_REGS both load the next item's Q early: choose one")
     return cfg
 
 
@@ -1139,6 +1190,7 @@ def _constexprs(rung, causal, cfg, window=False):
                 PINGPONG=bool(cfg.get("PINGPONG", False)), PERSISTENT=bool(cfg.get("PERSISTENT", False)),
                 SCHEDULED=bool(cfg.get("SCHEDULED", False)), OWN_RANGES=bool(cfg.get("OWN_RANGES", False)),
                 Q_REGS=bool(cfg.get("Q_REGS", False)), SPLIT_EMPTY=bool(cfg.get("SPLIT_EMPTY", False)),
+                Q_AHEAD=bool(cfg.get("Q_AHEAD", False)),
                 num_warps=cfg["num_warps"])
 
 

@@ -1,0 +1,39 @@
+#!/bin/bash
+# On the GPU machine (~7 min on an H200): Q_AHEAD (chapter 12 §12.11: two Q buffers per consumer, the next item's Q
+# loaded a whole item ahead) checked, then timed.
+#  1. gpu/gluon_check.py's 96 fp64 cases for each *_qahead candidate of fa2/gluon/candidates.py, side by side.
+#  2. Two runs of gpu/money_ab.py (5 interleaved rounds) at (8, 32, 2048, 128), (1, 32, 8192, 128) and
+#     (32, 32, 512, 128) causal: the candidates that passed beside the same configs without Q_AHEAD, chapter 6's
+#     kernel, the shipped choice and cuDNN.
+# Results under $OUT: qahead.log, gluon_check.csv, gluon_resources.csv, qahead_ab_1.csv, qahead_ab_2.csv
+source gpu/env.sh || exit 1
+SECONDS=0
+NEW="r4_n128b2_pingpong_persistent_split_qahead r4_n128b2_pingpong_scheduled_split_qahead r4_n64b3_pingpong_persistent_own_qahead"
+K=r4_n128b2_pingpong_persistent_split,r4_n128b2_pingpong_scheduled_split,r4_n64b3_pingpong_persistent_own
+G=/tmp/gluon
+mkdir -p $G
+LOG=$OUT/qahead.log
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee $LOG
+declare -A PID
+for name in $NEW; do
+  spec=$(python3 -c "from fa2.gluon.candidates import CONFIGS; from fa2.gluon.dispatch import config_text
+r, c = CONFIGS['$name']; print(r, config_text(c))")
+  echo "$name: check $spec" | tee -a $LOG
+  timeout -k 5 240 python3 gpu/gluon_check.py check $G $spec > $G/check_$name.log 2>&1 &
+  PID[$name]=$!
+done
+for name in $NEW; do
+  wait ${PID[$name]}; rc=$?
+  echo "$name: check rc $rc, $(tail -1 $G/check_$name.log)" | tee -a $LOG
+  [ $rc -eq 0 ] && K=$K,$name
+done
+grep -h "fail\|Error" $G/check_*.log | head -5 | tee -a $LOG
+python3 gpu/gluon_check.py summary $G > /dev/null 2>&1
+cp $G/gluon_check.csv $G/gluon_resources.csv $OUT/ 2>/dev/null
+echo "[${SECONDS}s] timing: $K" | tee -a $LOG
+for i in 1 2; do
+  mkdir -p /tmp/ab$i
+  timeout -k 5 150 python3 gpu/money_ab.py /tmp/ab$i 5 $K 8x32x2048x128c,1x32x8192x128c,32x32x512x128c > /tmp/ab$i.log 2>&1
+  echo "[${SECONDS}s] run $i rc $?" | tee -a $LOG
+  cp /tmp/ab$i/money_ab.csv $OUT/qahead_ab_$i.csv
+done

@@ -75,7 +75,7 @@ CONFIGS = {
                                                        PRODUCER_REGS=32, OWN_RANGES=1, SPLIT_EMPTY=1)),
     # Q_AHEAD: two Q buffers per consumer, the next item's Q loaded when an item starts (a whole item of lead, where
     # the one-buffer configs load it during the epilogue); the 128-key configs above (224 KB of shared memory) and
-    # the 64-key persistent one with own key ranges
+    # the 64-key persistent one with own key ranges. Checked, measured slower (chapter 12 §12.11), not in a table
     "r4_n128b2_pingpong_persistent_split_qahead": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,
                                                            PRODUCER_REGS=32, SPLIT_EMPTY=1, Q_AHEAD=1)),
     "r4_n128b2_pingpong_scheduled_split_qahead": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,

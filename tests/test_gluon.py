@@ -879,3 +879,50 @@ def test_own_ranges_is_checked_and_compiles(hopper):
             usage = hopper.resource_usage(hopper.compile_rung(4, 128, torch.bfloat16, True, config=config,
                                                               window=window))
             assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, (config, window, usage)
+
+
+# ------------------------------------------------------------------------------------------ HALF_DIAGONAL
+
+@pytest.mark.parametrize("window_left", [-1, 0, 100, 300])
+def test_half_diagonal_only_where_the_lower_rows_see_no_key_past_half_the_tile(hopper, window_left):
+    """half_fits (the kernel's _half_fits): where it says yes for rung 4's lower consumer (the program's first 64
+    rows), none of those rows sees a key in the second half of the last masked 128-key tile, so computing only the
+    tile's first 64 keys loses nothing; with N_Q = N_KV on whole tiles it says yes for every query tile."""
+    BM, BN, Q_ROWS = 128, 128, 64
+    hits = 0
+    for nq, nk in _tile_cases(BM, BN) + [(1024, 1024), (512, 640), (640, 512), (1000, 1000), (300, 1000)]:
+        diagonal = nk - nq
+        for m_start in range(0, nq, BM):
+            kv_start, free_start, free_end, kv_end = hopper.kv_range(m_start, nq, nk, BM, BN, True, window_left)
+            if kv_end <= free_end:
+                continue                                   # no masked diagonal range
+            if hopper.half_fits(m_start, Q_ROWS, kv_start, kv_end, nk, diagonal, BN):
+                hits += 1
+                last = kv_start + (kv_end - 1 - kv_start) // BN * BN
+                for row in range(m_start, min(m_start + Q_ROWS, nq)):
+                    visible = [key for key in range(last + BN // 2, min(last + BN, nk)) if key <= row + diagonal
+                               and (window_left < 0 or key >= row + diagonal - window_left)]
+                    assert not visible, (nq, nk, m_start, row, visible)
+            elif nq == nk and nq % BM == 0:
+                raise AssertionError(f"whole tiles, N_Q = N_KV = {nq}: the diagonal tile at {m_start} not halved")
+    assert hits > 10
+
+
+def test_half_diagonal_is_checked_and_compiles(hopper):
+    """HALF_DIAGONAL is rung 4's with 128-key tiles, without OWN_RANGES or Q_REGS (host checks; the kernel
+    static_asserts them); one program per tile and persistent compile for sm_90 without spills, causal with and
+    without a window, and the lower consumer's half tile shows as m64n64 wgmmas (the 128-key tiles' S is m64n128)."""
+    for bad in ({"HALF_DIAGONAL": 1, "BLOCK_N": 64}, {"HALF_DIAGONAL": 1, "BLOCK_N": 128, "OWN_RANGES": 1},
+                {"HALF_DIAGONAL": 1, "BLOCK_N": 128, "Q_REGS": 1}):
+        with pytest.raises(ValueError, match="HALF_DIAGONAL"):
+            hopper.rung_config(4, 128, bad)
+    with pytest.raises(ValueError, match="HALF_DIAGONAL"):
+        hopper.rung_config(1, 128, {"HALF_DIAGONAL": 1, "BLOCK_N": 128})
+    for config in (dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, SPLIT_EMPTY=1, HALF_DIAGONAL=1),
+                   dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1, PRODUCER_REGS=32, SPLIT_EMPTY=1,
+                        HALF_DIAGONAL=1)):
+        for window in (False, True):
+            kernel = hopper.compile_rung(4, 128, torch.bfloat16, True, config=config, window=window)
+            usage = hopper.resource_usage(kernel)
+            assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, (config, window, usage)
+            assert "wgmma.mma_async.sync.aligned.m64n64k16" in kernel.asm["ptx"]

@@ -100,6 +100,14 @@ def _wgmma_layout(num_warps, n):
     return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, n, 16])
 
 
+@gluon.constexpr_function
+def _half_layout(layout):
+    """_wgmma_layout's layout for half as many columns (HALF_DIAGONAL's score tile of BLOCK_N / 2 keys)."""
+    m, n, k = layout.instr_shape
+    return gl.NVMMADistributedLayout(version=layout.version, warps_per_cta=layout.warps_per_cta,
+                                     instr_shape=[m, n // 2, k])
+
+
 # ------------------------------------------------------------------------------------------------ pieces
 
 # Row reductions through gl.reduce with our own combine functions: gl.max and gl.sum wrap triton.language's
@@ -379,6 +387,103 @@ def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
     return acc, m_i, l_i
 
 
+@gluon.jit
+def _attend_half_last(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
+                      turn_bars, off_b, off_kvh, offs_m, lo, hi, kv_start, kv_end, N_KV, diagonal, qk_scale,
+                      window_left, shift, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, PRODUCER: gl.constexpr,
+                      CONSUMER: gl.constexpr, PINGPONG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                      HEAD_DIM: gl.constexpr, NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr,
+                      o_layout: gl.constexpr, base=0):
+    """HALF_DIAGONAL: _attend_pipelined over the masked tiles [lo, hi) when none of this consumer's rows sees a key
+    in the second half of the last tile: that tile's S = Q·K[:BLOCK_N/2]ᵀ and P·V[:BLOCK_N/2] are half as wide
+    (half its wgmma work). The issue points, turns, waits and frees are _attend_pipelined's, one for one."""
+    HALF: gl.constexpr = BLOCK_N // 2
+    h_layout: gl.constexpr = _half_layout(s_layout)
+    row_half: gl.constexpr = gl.SliceLayout(1, h_layout)
+    row_full: gl.constexpr = gl.SliceLayout(1, s_layout)
+    dtype: gl.constexpr = k_desc.dtype
+    first = (lo - kv_start) // BLOCK_N
+    last = (hi - 1 - kv_start) // BLOCK_N
+    kv_last = kv_start + last * BLOCK_N
+    lbuf, lphase = _slot(base + last, NUM_BUFFERS)
+    k_last, v_last = _kv_tiles(k_smem, v_smem, lbuf, BLOCK_N, HEAD_DIM)
+    k_half = k_last.slice(0, HALF)
+    v_half = v_last.slice(0, HALF)
+    offs_h = gl.convert_layout(offs_m, row_half)
+    if first < last:
+        # the whole tiles [lo, kv_last) as _attend_pipelined does them, without the last P·V
+        buf, phase = _slot(base + first, NUM_BUFFERS)
+        k_tile, _ = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
+        acc, p_op, m_i, l_i = _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bars.index(buf), phase, lo, offs_m,
+                                          N_KV, diagonal, qk_scale, window_left, turn_bars, first + shift,
+                                          empty_bars, base + first, NUM_BUFFERS, CONSUMER, PINGPONG, True,
+                                          IS_CAUSAL, WINDOW, BLOCK_M, BLOCK_N, dtype, s_layout, o_layout)
+        for kv in range(lo + BLOCK_N, kv_last, BLOCK_N):
+            tile = (kv - kv_start) // BLOCK_N
+            buf, phase = _slot(base + tile, NUM_BUFFERS)
+            prev = tile - 1
+            pbuf, pphase = _slot(base + prev, NUM_BUFFERS)
+            k_tile, v_tile = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
+            k_prev, v_prev = _kv_tiles(k_smem, v_smem, pbuf, BLOCK_N, HEAD_DIM)
+            mbarrier.wait(k_bars.index(buf), phase)
+            _take_turn(turn_bars, tile + shift, CONSUMER, PINGPONG)
+            s = warpgroup_mma(q_tile, k_tile.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout),
+                              use_acc=False, is_async=True)
+            mbarrier.wait(v_bars.index(pbuf), pphase)
+            acc = warpgroup_mma(p_op, v_prev, acc, is_async=True)
+            _pass_turn(turn_bars, CONSUMER, PINGPONG)
+            s = warpgroup_mma_wait(1, deps=(s, ))
+            _free_k(empty_bars, base + tile, NUM_BUFFERS)
+            p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, window_left,
+                                               True, IS_CAUSAL, WINDOW, BLOCK_N, s_layout)
+            acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+            _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, prev, kv_start,
+                     kv_end, BLOCK_N, NUM_BUFFERS, PRODUCER, base)
+            acc = _rescale(acc, alpha, o_layout)
+            p_op = _to_operand(p, dtype, o_layout)
+        # the half tile's S beside the previous tile's P·V
+        prev = last - 1
+        pbuf, pphase = _slot(base + prev, NUM_BUFFERS)
+        _, v_prev = _kv_tiles(k_smem, v_smem, pbuf, BLOCK_N, HEAD_DIM)
+        mbarrier.wait(k_bars.index(lbuf), lphase)
+        _take_turn(turn_bars, last + shift, CONSUMER, PINGPONG)
+        s = warpgroup_mma(q_tile, k_half.permute((1, 0)), gl.zeros([BLOCK_M, HALF], gl.float32, h_layout),
+                          use_acc=False, is_async=True)
+        mbarrier.wait(v_bars.index(pbuf), pphase)
+        acc = warpgroup_mma(p_op, v_prev, acc, is_async=True)
+        _pass_turn(turn_bars, CONSUMER, PINGPONG)
+        s = warpgroup_mma_wait(1, deps=(s, ))
+        _free_k(empty_bars, base + last, NUM_BUFFERS)
+        p, alpha, m_h, l_h = _softmax_step(s, gl.convert_layout(m_i, row_half), gl.convert_layout(l_i, row_half),
+                                           kv_last, offs_h, N_KV, diagonal, qk_scale, window_left, True, IS_CAUSAL,
+                                           WINDOW, HALF, h_layout)
+        acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+        _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, prev, kv_start,
+                 kv_end, BLOCK_N, NUM_BUFFERS, PRODUCER, base)
+        acc = _rescale(acc, alpha, o_layout)
+        p_half = _to_operand(p, dtype, o_layout)
+    else:
+        # one tile: the half tile alone
+        acc, p_half, m_h, l_h = _score_tile(acc, gl.convert_layout(m_i, row_half), gl.convert_layout(l_i, row_half),
+                                            q_tile, k_half, k_bars.index(lbuf), lphase, kv_last, offs_h, N_KV,
+                                            diagonal, qk_scale, window_left, turn_bars, first + shift, empty_bars,
+                                            base + first, NUM_BUFFERS, CONSUMER, PINGPONG, True, IS_CAUSAL, WINDOW,
+                                            BLOCK_M, HALF, dtype, h_layout, o_layout)
+    acc = _finish_tile(acc, p_half, v_half, v_bars.index(lbuf), lphase, k_desc, v_desc, k_smem, v_smem, k_bars,
+                       v_bars, empty_bars, off_b, off_kvh, last, kv_start, kv_end, turn_bars, last + 1 + shift,
+                       CONSUMER, PINGPONG, BLOCK_N, NUM_BUFFERS, PRODUCER, base)
+    return acc, gl.convert_layout(m_h, row_full), gl.convert_layout(l_h, row_full)
+
+
+@gluon.jit
+def _half_fits(offs_m, kv_start, kv_end, N_KV, diagonal, BLOCK_N: gl.constexpr):
+    """HALF_DIAGONAL: does no row of offs_m see a key in the second half of the last tile of [kv_start, kv_end)
+    (causal: row i sees keys <= i + diagonal, and none at or past N_KV)?"""
+    last = (kv_end - 1 - kv_start) // BLOCK_N
+    seen = gl.minimum(gl.reduce(offs_m, 0, _max_fn) + diagonal, N_KV - 1)   # the last key these rows see
+    return seen < kv_start + last * BLOCK_N + BLOCK_N // 2
+
+
 # ------------------------------------------------------------------------------------------------ kernel
 
 @gluon.jit
@@ -387,10 +492,13 @@ def _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v
                 window_left, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, PIPELINED: gl.constexpr,
                 PRODUCER: gl.constexpr, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr,
                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
-                NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, base=0, turn_base=0):
+                NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, base=0, turn_base=0,
+                HALF_DIAGONAL: gl.constexpr = False):
     """The masked tiles [kv_start, free_start) at a window's left edge (none without a window), the mask-free
     ones [free_start, free_end), then the masked ones [free_end, kv_end). base, turn_base (PERSISTENT, rungs 2-4):
-    the ring tiles and PINGPONG turns of the program's earlier work items."""
+    the ring tiles and PINGPONG turns of the program's earlier work items. HALF_DIAGONAL (causal, rung 4's lower
+    consumer): where none of its rows sees the second half of the last masked tile, that tile is half as wide
+    (_attend_half_last)."""
     if PIPELINED:
         # PINGPONG's turn numbers: + 1 for each earlier range with tiles (kv_range_turn_shifts on the host)
         shift_free = (gl.to_tensor(free_start) > kv_start).to(gl.int32) + turn_base
@@ -406,11 +514,26 @@ def _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v
                                           kv_start, kv_end, N_KV, diagonal, qk_scale, window_left, shift_free,
                                           False, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N,
                                           HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base)
-        acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
-                                          empty_bars, turn_bars, off_b, off_kvh, offs_m, free_end, kv_end,
-                                          kv_start, kv_end, N_KV, diagonal, qk_scale, window_left, shift_masked,
-                                          True, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N,
-                                          HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base)
+        if HALF_DIAGONAL and CONSUMER == 0 and IS_CAUSAL:
+            if (kv_end > free_end) & _half_fits(offs_m, kv_start, kv_end, N_KV, diagonal, BLOCK_N):
+                acc, m_i, l_i = _attend_half_last(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars,
+                                                  v_bars, empty_bars, turn_bars, off_b, off_kvh, offs_m, free_end,
+                                                  kv_end, kv_start, kv_end, N_KV, diagonal, qk_scale, window_left,
+                                                  shift_masked, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG,
+                                                  BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base)
+            else:
+                acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars,
+                                                  v_bars, empty_bars, turn_bars, off_b, off_kvh, offs_m, free_end,
+                                                  kv_end, kv_start, kv_end, N_KV, diagonal, qk_scale, window_left,
+                                                  shift_masked, True, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER,
+                                                  PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout,
+                                                  o_layout, base)
+        else:
+            acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+                                              empty_bars, turn_bars, off_b, off_kvh, offs_m, free_end, kv_end,
+                                              kv_start, kv_end, N_KV, diagonal, qk_scale, window_left, shift_masked,
+                                              True, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG, BLOCK_M,
+                                              BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base)
     else:
         if WINDOW:
             acc, m_i, l_i = _attend_serial(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
@@ -530,7 +653,8 @@ def _q_operand(q_tile, Q_REGS: gl.constexpr, s_layout: gl.constexpr):
 @gluon.jit
 def _consumer(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, PIPELINED: gl.constexpr, PRODUCER: gl.constexpr,
               NUM_BUFFERS: gl.constexpr, PINGPONG: gl.constexpr, CONSUMER: gl.constexpr, num_warps: gl.constexpr,
-              OWN_RANGES: gl.constexpr = False, Q_REGS: gl.constexpr = False):
+              OWN_RANGES: gl.constexpr = False, Q_REGS: gl.constexpr = False,
+              HALF_DIAGONAL: gl.constexpr = False):
     """Everything but the K/V loads for consumer CONSUMER of the program (rows m_start + CONSUMER·rows of its Q
     tile ...): wait for its Q, attend to every key tile, O / l and LSE out. `args`: the kernel's tuple of its
     run-time arguments (one tuple: a partition's arguments are one tuple literal, whose constexprs must be
@@ -571,7 +695,7 @@ def _consumer(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, PIPELINED: gl
                                     empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, free_start, free_end,
                                     kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW, PIPELINED,
                                     PRODUCER, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout,
-                                    o_layout)
+                                    o_layout, 0, 0, HALF_DIAGONAL)
 
     _write_out(acc, m_i, l_i, q_smem, q_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q, dtype,
                o_layout)
@@ -713,7 +837,8 @@ def _load_next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, 
 def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NUM_BUFFERS: gl.constexpr,
                          PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr, CONSUMER: gl.constexpr,
                          SCHEDULED: gl.constexpr, num_warps: gl.constexpr, OWN_RANGES: gl.constexpr = False,
-                         Q_REGS: gl.constexpr = False, Q_AHEAD: gl.constexpr = False):
+                         Q_REGS: gl.constexpr = False, Q_AHEAD: gl.constexpr = False,
+                         HALF_DIAGONAL: gl.constexpr = False):
     """PERSISTENT (rungs 3-4): consumer CONSUMER over its work items (_work_item, _persistent_item). Its Q rows
     have one shared buffer: the next item's Q is loaded (by this consumer) as soon as the last wgmma that reads
     this item's Q has completed, so the load overlaps this item's epilogue. Q_AHEAD: two Q buffers, item k's in
@@ -738,11 +863,11 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
         for count in range(0, n_items, 2):
             base, turn_base = _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL, WINDOW,
                                                NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
-                                               OWN_RANGES, Q_REGS, Q_AHEAD, 2 * CONSUMER)
+                                               OWN_RANGES, Q_REGS, Q_AHEAD, 2 * CONSUMER, HALF_DIAGONAL)
             if count + 1 < n_items:
                 base, turn_base = _persistent_item(args, count + 1, n_items, base, turn_base, IS_CAUSAL, WINDOW,
                                                    NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
-                                                   OWN_RANGES, Q_REGS, Q_AHEAD, 2 * CONSUMER + 1)
+                                                   OWN_RANGES, Q_REGS, Q_AHEAD, 2 * CONSUMER + 1, HALF_DIAGONAL)
     else:
         if n_items > 0:
             _load_q(q_desc, q_smem, q_bars, 0, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER, IS_CAUSAL,
@@ -750,7 +875,7 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
         for count in range(n_items):
             base, turn_base = _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL, WINDOW,
                                                NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
-                                               OWN_RANGES, Q_REGS, Q_AHEAD, CONSUMER)
+                                               OWN_RANGES, Q_REGS, Q_AHEAD, CONSUMER, HALF_DIAGONAL)
     tma.store_wait(0)
 
 
@@ -758,7 +883,8 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
 def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr,
                      NUM_BUFFERS: gl.constexpr, PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr,
                      CONSUMER: gl.constexpr, SCHEDULED: gl.constexpr, num_warps: gl.constexpr,
-                     OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, Q_AHEAD: gl.constexpr, Q_SLOT: gl.constexpr):
+                     OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, Q_AHEAD: gl.constexpr, Q_SLOT: gl.constexpr,
+                     HALF_DIAGONAL: gl.constexpr = False):
     """Consumer CONSUMER's work item `count` of its program, its Q in buffer Q_SLOT (the item's (count // 2)-th
     use of it under Q_AHEAD, its count-th otherwise): returns (base, turn_base) advanced past the item."""
     (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars,
@@ -812,7 +938,7 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
                                     empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, free_start,
                                     free_end, kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW,
                                     True, True, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N, HEAD_DIM, NUM_BUFFERS,
-                                    s_layout, o_layout, base, turn_base)
+                                    s_layout, o_layout, base, turn_base, HALF_DIAGONAL)
     if not Q_REGS and not Q_AHEAD:                   # every wgmma reading this Q is done: the next item's
         _load_next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
                      CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED)
@@ -899,7 +1025,7 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
                           NUM_BUFFERS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                           PINGPONG: gl.constexpr, PERSISTENT: gl.constexpr, SCHEDULED: gl.constexpr,
                           OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, SPLIT_EMPTY: gl.constexpr,
-                          Q_AHEAD: gl.constexpr, num_warps: gl.constexpr):
+                          Q_AHEAD: gl.constexpr, HALF_DIAGONAL: gl.constexpr, num_warps: gl.constexpr):
     """Grid (cdiv(N_Q, BLOCK_M), B·H), or PERSISTENT (rungs 3-4) at most one program per SM, each taking its
     units of the cdiv(N_Q, BLOCK_M)·BH query tiles round-robin (_units, _work_item). q_desc/o_desc: 4-D
     (B, H, N_Q, D) descriptors with (1, 1, BLOCK_M / C, D) boxes, C the rung's consumer partitions (consumers());
@@ -919,15 +1045,17 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
     gl.static_assert(RUNG >= 3 or not SPLIT_EMPTY, "SPLIT_EMPTY frees K and V to the producer partition (rungs 3-4)")
     gl.static_assert(PERSISTENT or not Q_AHEAD, "Q_AHEAD loads a PERSISTENT program's next item's Q")
     gl.static_assert(not (Q_AHEAD and Q_REGS), "Q_AHEAD and Q_REGS are two ways of loading Q early: one at a time")
+    gl.static_assert(not HALF_DIAGONAL or (RUNG == 4 and not OWN_RANGES and not Q_REGS),
+                     "HALF_DIAGONAL halves rung 4's lower consumer's diagonal tile (not with OWN_RANGES or Q_REGS)")
 
     if PERSISTENT:
         _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left, BH,
                     schedule_ptr, IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG,
-                    SCHEDULED, OWN_RANGES, Q_REGS, SPLIT_EMPTY, Q_AHEAD, num_warps)
+                    SCHEDULED, OWN_RANGES, Q_REGS, SPLIT_EMPTY, Q_AHEAD, HALF_DIAGONAL, num_warps)
     else:
         _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left,
                   IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG, OWN_RANGES,
-                  Q_REGS, SPLIT_EMPTY, num_warps)
+                  Q_REGS, SPLIT_EMPTY, HALF_DIAGONAL, num_warps)
 
 
 @gluon.jit
@@ -985,7 +1113,7 @@ def _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_s
               IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, RUNG: gl.constexpr, NUM_BUFFERS: gl.constexpr,
               PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, PINGPONG: gl.constexpr,
               OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, SPLIT_EMPTY: gl.constexpr,
-              num_warps: gl.constexpr):
+              HALF_DIAGONAL: gl.constexpr, num_warps: gl.constexpr):
     """One program per (query tile, batch·head): program ids (query tile, b·H + h)."""
     CONSUMERS: gl.constexpr = _consumers(RUNG)
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
@@ -1022,9 +1150,9 @@ def _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_s
     if RUNG == 4:
         gl.warp_specialize([
             (_consumer, (consumer, IS_CAUSAL, WINDOW, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 0, num_warps,
-                         OWN_RANGES, Q_REGS)),
+                         OWN_RANGES, Q_REGS, HALF_DIAGONAL)),
             (_consumer, (consumer, IS_CAUSAL, WINDOW, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 1, num_warps,
-                         OWN_RANGES, Q_REGS)),
+                         OWN_RANGES, Q_REGS, HALF_DIAGONAL)),
             (_producer, producer),
         ], [num_warps, 1], [CONSUMER_REGS, PRODUCER_REGS])
     elif RUNG == 3:
@@ -1048,7 +1176,8 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
                 schedule_ptr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, RUNG: gl.constexpr,
                 NUM_BUFFERS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                 PINGPONG: gl.constexpr, SCHEDULED: gl.constexpr, OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr,
-                SPLIT_EMPTY: gl.constexpr, Q_AHEAD: gl.constexpr, num_warps: gl.constexpr):
+                SPLIT_EMPTY: gl.constexpr, Q_AHEAD: gl.constexpr, HALF_DIAGONAL: gl.constexpr,
+                num_warps: gl.constexpr):
     """PERSISTENT: the rung's partitions, each looping over the program's work items (_consumer_persistent,
     _producer_persistent); shared memory and barriers are set up once."""
     CONSUMERS: gl.constexpr = _consumers(RUNG)
@@ -1069,9 +1198,9 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
     if RUNG == 4:
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
-                                    num_warps, OWN_RANGES, Q_REGS, Q_AHEAD)),
+                                    num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL)),
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 1, SCHEDULED,
-                                    num_warps, OWN_RANGES, Q_REGS, Q_AHEAD)),
+                                    num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
                                     BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
                                     NUM_BUFFERS, SCHEDULED)),
@@ -1079,7 +1208,7 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
     else:
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
-                                    num_warps, False, Q_REGS, Q_AHEAD)),
+                                    num_warps, False, Q_REGS, Q_AHEAD, HALF_DIAGONAL)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
                                     BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
                                     NUM_BUFFERS, SCHEDULED)),
@@ -1119,6 +1248,15 @@ def kv_range(m_start, N_Q, N_KV, BLOCK_M, BLOCK_N, causal, window_left=-1):
         free_start = -(-max(m_start + BLOCK_M - 1 + diagonal - window_left, 0) // BLOCK_N) * BLOCK_N
         free_start = min(max(free_start, kv_start), free_end)
     return kv_start, free_start, free_end, kv_end
+
+
+def half_fits(rows_start, Q_ROWS, kv_start, kv_end, N_KV, diagonal, BLOCK_N):
+    """HALF_DIAGONAL: the kernel's ``_half_fits`` in plain Python (keep the two in step): does no row of
+    [rows_start, rows_start + Q_ROWS) see a key in the second half of the last tile of [kv_start, kv_end), under
+    the causal mask (row i sees keys <= i + diagonal, none at or past N_KV)?"""
+    last = (kv_end - 1 - kv_start) // BLOCK_N
+    seen = min(rows_start + Q_ROWS - 1 + diagonal, N_KV - 1)
+    return seen < kv_start + last * BLOCK_N + BLOCK_N // 2
 
 
 def own_range(m_prog, consumer, N_Q, N_KV, Q_ROWS, BLOCK_N, causal, window_left, kv_start, kv_end):
@@ -1181,6 +1319,9 @@ def rung_config(rung, head_dim, config=None):
         raise ValueError("Q_AHEAD loads a PERSISTENT program's next Q a whole item ahead; set PERSISTENT too")
     if cfg.get("Q_AHEAD") and cfg.get("Q_REGS"):
         raise ValueError("Q_AHEAD and Q_REGS both load the next item's Q early: choose one")
+    if cfg.get("HALF_DIAGONAL") and (rung != 4 or cfg["BLOCK_N"] != 128 or cfg.get("OWN_RANGES") or cfg.get("Q_REGS")):
+        raise ValueError("HALF_DIAGONAL halves the diagonal 128-key tile of rung 4's lower consumer: it needs rung 4 "
+                         "and BLOCK_N=128, without OWN_RANGES or Q_REGS")
     return cfg
 
 
@@ -1191,7 +1332,7 @@ def _constexprs(rung, causal, cfg, window=False):
                 PINGPONG=bool(cfg.get("PINGPONG", False)), PERSISTENT=bool(cfg.get("PERSISTENT", False)),
                 SCHEDULED=bool(cfg.get("SCHEDULED", False)), OWN_RANGES=bool(cfg.get("OWN_RANGES", False)),
                 Q_REGS=bool(cfg.get("Q_REGS", False)), SPLIT_EMPTY=bool(cfg.get("SPLIT_EMPTY", False)),
-                Q_AHEAD=bool(cfg.get("Q_AHEAD", False)),
+                Q_AHEAD=bool(cfg.get("Q_AHEAD", False)), HALF_DIAGONAL=bool(cfg.get("HALF_DIAGONAL", False)),
                 num_warps=cfg["num_warps"])
 
 

@@ -82,4 +82,12 @@ CONFIGS = {
                                                           SCHEDULED=1, PRODUCER_REGS=32, SPLIT_EMPTY=1, Q_AHEAD=1)),
     "r4_n64b3_pingpong_persistent_own_qahead": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1, PERSISTENT=1,
                                                         PRODUCER_REGS=32, OWN_RANGES=1, Q_AHEAD=1)),
+    # HALF_DIAGONAL: with 128-key tiles the lower consumer's rows see only the first 64 keys of the diagonal tile:
+    # it computes that half (S and P·V at half width) where its rows see nothing past it
+    "r4_n128b2_pingpong_persistent_split_half": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,
+                                                         PRODUCER_REGS=32, SPLIT_EMPTY=1, HALF_DIAGONAL=1)),
+    "r4_n128b2_pingpong_scheduled_split_half": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,
+                                                        SCHEDULED=1, PRODUCER_REGS=32, SPLIT_EMPTY=1, HALF_DIAGONAL=1)),
+    "r4_n128b2_pingpong_split_half": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, SPLIT_EMPTY=1,
+                                              HALF_DIAGONAL=1)),
 }

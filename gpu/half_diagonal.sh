@@ -1,0 +1,48 @@
+#!/bin/bash
+# On the GPU machine (~5 min on an H200): HALF_DIAGONAL (chapter 12 §12.11: rung 4's lower consumer computes only
+# the first 64 keys of a 128-key diagonal tile) checked, then timed.
+#  1. gpu/gluon_check.py's 96 fp64 cases for each *_half candidate of fa2/gluon/candidates.py, and
+#     gpu/gluon_window.py's 12 window cases for them, side by side.
+#  2. Two runs of gpu/money_ab.py (5 interleaved rounds) at (8, 32, 2048, 128), (1, 32, 8192, 128) and
+#     (32, 32, 512, 128) causal: the candidates that passed both beside the same configs without it, chapter 6's
+#     kernel, the shipped choice and cuDNN.
+# Results under $OUT: half.log, gluon_check.csv, gluon_resources.csv, gluon_window_check.csv, half_ab_1.csv,
+# half_ab_2.csv
+source gpu/env.sh || exit 1
+SECONDS=0
+NEW="r4_n128b2_pingpong_persistent_split_half r4_n128b2_pingpong_scheduled_split_half r4_n128b2_pingpong_split_half"
+K=r4_n128b2_pingpong_persistent_split,r4_n128b2_pingpong_scheduled_split,r4_n128b2_pingpong_split
+G=/tmp/gluon
+mkdir -p $G
+LOG=$OUT/half.log
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee $LOG
+declare -A PID
+for name in $NEW; do
+  spec=$(python3 -c "from fa2.gluon.candidates import CONFIGS; from fa2.gluon.dispatch import config_text
+r, c = CONFIGS['$name']; print(r, config_text(c))")
+  echo "$name: check $spec" | tee -a $LOG
+  timeout -k 5 200 python3 gpu/gluon_check.py check $G $spec > $G/check_$name.log 2>&1 &
+  PID[$name]=$!
+done
+timeout -k 5 200 python3 gpu/gluon_window.py $G 180 ${NEW// /,} > $G/window.log 2>&1 &
+pw=$!
+for name in $NEW; do
+  wait ${PID[$name]}; rc=$?
+  echo "$name: check rc $rc, $(tail -1 $G/check_$name.log)" | tee -a $LOG
+  [ $rc -eq 0 ] && OK="$OK $name"
+done
+wait $pw
+grep "passed every case" $G/window.log | tee -a $LOG
+for name in $OK; do
+  grep "passed every case" $G/window.log | grep -q "'$name'" && K=$K,$name
+done
+grep -h "fail\|Error" $G/check_*.log $G/window.log | head -5 | tee -a $LOG
+python3 gpu/gluon_check.py summary $G > /dev/null 2>&1
+cp $G/gluon_check.csv $G/gluon_resources.csv $G/gluon_window_check.csv $OUT/ 2>/dev/null
+echo "[${SECONDS}s] timing: $K" | tee -a $LOG
+for i in 1 2; do
+  mkdir -p /tmp/ab$i
+  timeout -k 5 100 python3 gpu/money_ab.py /tmp/ab$i 5 $K 8x32x2048x128c,1x32x8192x128c,32x32x512x128c > /tmp/ab$i.log 2>&1
+  echo "[${SECONDS}s] run $i rc $?" | tee -a $LOG
+  cp /tmp/ab$i/money_ab.csv $OUT/half_ab_$i.csv
+done

@@ -141,7 +141,7 @@ def test_ncu_run_drops_a_refused_metric_and_reads_the_report(tmp_path):
 
 def test_gluon_study_profiles_the_gluon_config_beside_chapter6_and_cudnn(monkeypatch):
     """--studies gluon: the money shot through the Gluon config the shipped table runs there (rung 4, persistent,
-    128-key tiles with K and V freed separately), chapter 6's kernel and cuDNN, so chapter 12 reads their
+    128-key tiles with K and V freed separately and the diagonal halved), chapter 6's kernel and cuDNN, so chapter 12 reads their
     tensor-pipe use from one run. Chapter 6's
     kernel is fa2.attention's plan made with the Gluon dispatch off: "fa2" could be the Gluon kernel itself (the
     first run profiled it twice that way)."""

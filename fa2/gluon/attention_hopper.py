@@ -45,7 +45,9 @@ the rest, a candidate of the table (r4_n64b3_pingpong_persistent); under a windo
 (book/results/gluon_persistent.md). ``SCHEDULED`` (persistent): work items from a table the host plans.
 ``OWN_RANGES`` (rung 4): each consumer attends only to its own rows' key range. ``SPLIT_EMPTY`` (rungs 3-4): K
 and V have empty barriers of their own, K freed once S = Q·Kᵀ is done and loaded a step ahead of V, so 128-key
-tiles run in two buffers (the money shot's config on the H200). ``Q_REGS``: Q in registers as the S wgmma's A
+tiles run in two buffers (the money shot's config on the H200). ``HALF_DIAGONAL`` (rung 4, 128-key tiles): the
+lower consumer computes only the first 64 keys of the diagonal tile where its rows see no more (shipped at the
+money shot). ``Q_REGS``: Q in registers as the S wgmma's A
 operand, and ``Q_AHEAD`` (persistent): two Q buffers, the next item's Q loaded a whole item ahead (both measured,
 not shipped). Chapter 12 §12.11 measures each.
 """

@@ -479,10 +479,11 @@ def _attend_half_last(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
 
 @gluon.jit
 def _half_fits(offs_m, kv_start, kv_end, N_KV, diagonal, BLOCK_N: gl.constexpr):
-    """HALF_DIAGONAL: does no row of offs_m see a key in the second half of the last tile of [kv_start, kv_end)
-    (causal: row i sees keys <= i + diagonal, and none at or past N_KV)?"""
+    """HALF_DIAGONAL: does no row of offs_m see a key in the second half of the last tile
+    of [kv_start, kv_end)? (Causal: row i sees keys <= i + diagonal, none at or past N_KV.)"""
     last = (kv_end - 1 - kv_start) // BLOCK_N
-    seen = gl.minimum(gl.reduce(offs_m, 0, _max_fn) + diagonal, N_KV - 1)   # the last key these rows see
+    # the last key any of these rows sees
+    seen = gl.minimum(gl.reduce(offs_m, 0, _max_fn) + diagonal, N_KV - 1)
     return seen < kv_start + last * BLOCK_N + BLOCK_N // 2
 
 

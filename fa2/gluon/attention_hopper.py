@@ -335,6 +335,44 @@ def _attend_serial(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars
 # ------------------------------------------------------------------------------------------------ rungs 2-4
 
 @gluon.jit
+def _overlap_step(acc, p_op, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars,
+                  off_b, off_kvh, offs_m, kv, kv_start, kv_end, N_KV, diagonal, qk_scale, window_left, shift,
+                  MASKED: gl.constexpr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, PRODUCER: gl.constexpr,
+                  CONSUMER: gl.constexpr, PINGPONG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                  HEAD_DIM: gl.constexpr, NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr,
+                  base, WIDTH: gl.constexpr):
+    """One step of _attend_pipelined for the key tile at row kv (tile j): issue S_j = Q·K_jᵀ (turn j + shift) and
+    O += P_{j-1}·V_{j-1}, wait for S_j only, free K_j, softmax of S_j while P·V runs, then wait for P·V, release
+    tile j - 1's buffer and rescale O. Returns (O, P_j as the next P·V's A operand, m, l). WIDTH < BLOCK_N
+    (HALF_DIAGONAL): S_j over the tile's first WIDTH keys only (s_layout, m, l and offs_m for that width)."""
+    dtype: gl.constexpr = k_desc.dtype
+    tile = (kv - kv_start) // BLOCK_N
+    buf, phase = _slot(base + tile, NUM_BUFFERS)
+    prev = tile - 1
+    pbuf, pphase = _slot(base + prev, NUM_BUFFERS)
+    k_tile, _ = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
+    _, v_prev = _kv_tiles(k_smem, v_smem, pbuf, BLOCK_N, HEAD_DIM)
+    if WIDTH < BLOCK_N:
+        k_tile = k_tile.slice(0, WIDTH)
+    mbarrier.wait(k_bars.index(buf), phase)
+    _take_turn(turn_bars, tile + shift, CONSUMER, PINGPONG)
+    s = warpgroup_mma(q_tile, k_tile.permute((1, 0)), gl.zeros([BLOCK_M, WIDTH], gl.float32, s_layout),
+                      use_acc=False, is_async=True)
+    mbarrier.wait(v_bars.index(pbuf), pphase)
+    acc = warpgroup_mma(p_op, v_prev, acc, is_async=True)
+    _pass_turn(turn_bars, CONSUMER, PINGPONG)
+    s = warpgroup_mma_wait(1, deps=(s, ))          # S_j done; P_{j-1}·V_{j-1} may still run
+    _free_k(empty_bars, base + tile, NUM_BUFFERS)
+    p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, window_left, MASKED,
+                                       IS_CAUSAL, WINDOW, WIDTH, s_layout)
+    acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+    _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, prev, kv_start, kv_end,
+             BLOCK_N, NUM_BUFFERS, PRODUCER, base)
+    acc = _rescale(acc, alpha, o_layout)
+    return acc, _to_operand(p, dtype, o_layout), m_i, l_i
+
+
+@gluon.jit
 def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
                       turn_bars, off_b, off_kvh, offs_m, lo, hi, kv_start, kv_end, N_KV, diagonal, qk_scale,
                       window_left, shift, MASKED: gl.constexpr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr,
@@ -358,28 +396,11 @@ def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
                                           empty_bars, base + first, NUM_BUFFERS, CONSUMER, PINGPONG, MASKED,
                                           IS_CAUSAL, WINDOW, BLOCK_M, BLOCK_N, dtype, s_layout, o_layout)
         for kv in range(lo + BLOCK_N, hi, BLOCK_N):
-            tile = (kv - kv_start) // BLOCK_N
-            buf, phase = _slot(base + tile, NUM_BUFFERS)
-            prev = tile - 1
-            pbuf, pphase = _slot(base + prev, NUM_BUFFERS)
-            k_tile, v_tile = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
-            k_prev, v_prev = _kv_tiles(k_smem, v_smem, pbuf, BLOCK_N, HEAD_DIM)
-            mbarrier.wait(k_bars.index(buf), phase)
-            _take_turn(turn_bars, tile + shift, CONSUMER, PINGPONG)
-            s = warpgroup_mma(q_tile, k_tile.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout),
-                              use_acc=False, is_async=True)
-            mbarrier.wait(v_bars.index(pbuf), pphase)
-            acc = warpgroup_mma(p_op, v_prev, acc, is_async=True)
-            _pass_turn(turn_bars, CONSUMER, PINGPONG)
-            s = warpgroup_mma_wait(1, deps=(s, ))          # S_j done; P_{j-1}·V_{j-1} may still run
-            _free_k(empty_bars, base + tile, NUM_BUFFERS)
-            p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, window_left,
-                                               MASKED, IS_CAUSAL, WINDOW, BLOCK_N, s_layout)
-            acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-            _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, prev, kv_start,
-                     kv_end, BLOCK_N, NUM_BUFFERS, PRODUCER, base)
-            acc = _rescale(acc, alpha, o_layout)
-            p_op = _to_operand(p, dtype, o_layout)
+            acc, p_op, m_i, l_i = _overlap_step(acc, p_op, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars,
+                                                v_bars, empty_bars, turn_bars, off_b, off_kvh, offs_m, kv, kv_start,
+                                                kv_end, N_KV, diagonal, qk_scale, window_left, shift, MASKED,
+                                                IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N,
+                                                HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, BLOCK_N)
         last = (hi - 1 - kv_start) // BLOCK_N
         lbuf, lphase = _slot(base + last, NUM_BUFFERS)
         _, v_last = _kv_tiles(k_smem, v_smem, lbuf, BLOCK_N, HEAD_DIM)
@@ -421,49 +442,18 @@ def _attend_half_last(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
                                           empty_bars, base + first, NUM_BUFFERS, CONSUMER, PINGPONG, True,
                                           IS_CAUSAL, WINDOW, BLOCK_M, BLOCK_N, dtype, s_layout, o_layout)
         for kv in range(lo + BLOCK_N, kv_last, BLOCK_N):
-            tile = (kv - kv_start) // BLOCK_N
-            buf, phase = _slot(base + tile, NUM_BUFFERS)
-            prev = tile - 1
-            pbuf, pphase = _slot(base + prev, NUM_BUFFERS)
-            k_tile, v_tile = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
-            k_prev, v_prev = _kv_tiles(k_smem, v_smem, pbuf, BLOCK_N, HEAD_DIM)
-            mbarrier.wait(k_bars.index(buf), phase)
-            _take_turn(turn_bars, tile + shift, CONSUMER, PINGPONG)
-            s = warpgroup_mma(q_tile, k_tile.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout),
-                              use_acc=False, is_async=True)
-            mbarrier.wait(v_bars.index(pbuf), pphase)
-            acc = warpgroup_mma(p_op, v_prev, acc, is_async=True)
-            _pass_turn(turn_bars, CONSUMER, PINGPONG)
-            s = warpgroup_mma_wait(1, deps=(s, ))
-            _free_k(empty_bars, base + tile, NUM_BUFFERS)
-            p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, window_left,
-                                               True, IS_CAUSAL, WINDOW, BLOCK_N, s_layout)
-            acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-            _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, prev, kv_start,
-                     kv_end, BLOCK_N, NUM_BUFFERS, PRODUCER, base)
-            acc = _rescale(acc, alpha, o_layout)
-            p_op = _to_operand(p, dtype, o_layout)
+            acc, p_op, m_i, l_i = _overlap_step(acc, p_op, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars,
+                                                v_bars, empty_bars, turn_bars, off_b, off_kvh, offs_m, kv, kv_start,
+                                                kv_end, N_KV, diagonal, qk_scale, window_left, shift, True,
+                                                IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N,
+                                                HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, BLOCK_N)
         # the half tile's S beside the previous tile's P·V
-        prev = last - 1
-        pbuf, pphase = _slot(base + prev, NUM_BUFFERS)
-        _, v_prev = _kv_tiles(k_smem, v_smem, pbuf, BLOCK_N, HEAD_DIM)
-        mbarrier.wait(k_bars.index(lbuf), lphase)
-        _take_turn(turn_bars, last + shift, CONSUMER, PINGPONG)
-        s = warpgroup_mma(q_tile, k_half.permute((1, 0)), gl.zeros([BLOCK_M, HALF], gl.float32, h_layout),
-                          use_acc=False, is_async=True)
-        mbarrier.wait(v_bars.index(pbuf), pphase)
-        acc = warpgroup_mma(p_op, v_prev, acc, is_async=True)
-        _pass_turn(turn_bars, CONSUMER, PINGPONG)
-        s = warpgroup_mma_wait(1, deps=(s, ))
-        _free_k(empty_bars, base + last, NUM_BUFFERS)
-        p, alpha, m_h, l_h = _softmax_step(s, gl.convert_layout(m_i, row_half), gl.convert_layout(l_i, row_half),
-                                           kv_last, offs_h, N_KV, diagonal, qk_scale, window_left, True, IS_CAUSAL,
-                                           WINDOW, HALF, h_layout)
-        acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-        _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, prev, kv_start,
-                 kv_end, BLOCK_N, NUM_BUFFERS, PRODUCER, base)
-        acc = _rescale(acc, alpha, o_layout)
-        p_half = _to_operand(p, dtype, o_layout)
+        acc, p_half, m_h, l_h = _overlap_step(acc, p_op, gl.convert_layout(m_i, row_half),
+                                              gl.convert_layout(l_i, row_half), q_tile, k_desc, v_desc, k_smem,
+                                              v_smem, k_bars, v_bars, empty_bars, turn_bars, off_b, off_kvh, offs_h,
+                                              kv_last, kv_start, kv_end, N_KV, diagonal, qk_scale, window_left,
+                                              shift, True, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG, BLOCK_M,
+                                              BLOCK_N, HEAD_DIM, NUM_BUFFERS, h_layout, o_layout, base, HALF)
     else:
         # one tile: the half tile alone
         acc, p_half, m_h, l_h = _score_tile(acc, gl.convert_layout(m_i, row_half), gl.convert_layout(l_i, row_half),

@@ -16,33 +16,16 @@ G=/tmp/gluon
 mkdir -p $G
 LOG=$OUT/half.log
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee $LOG
-declare -A PID
-for name in $NEW; do
-  spec=$(python3 -c "from fa2.gluon.candidates import CONFIGS; from fa2.gluon.dispatch import config_text
-r, c = CONFIGS['$name']; print(r, config_text(c))")
-  echo "$name: check $spec" | tee -a $LOG
-  timeout -k 5 200 python3 gpu/gluon_check.py check $G $spec > $G/check_$name.log 2>&1 &
-  PID[$name]=$!
-done
 timeout -k 5 200 python3 gpu/gluon_window.py $G 180 ${NEW// /,} > $G/window.log 2>&1 &
 pw=$!
-for name in $NEW; do
-  wait ${PID[$name]}; rc=$?
-  echo "$name: check rc $rc, $(tail -1 $G/check_$name.log)" | tee -a $LOG
-  [ $rc -eq 0 ] && OK="$OK $name"
-done
+source gpu/candidates.sh
+check_named 200 $NEW
 wait $pw
 grep "passed every case" $G/window.log | tee -a $LOG
-for name in $OK; do
+for name in $PASSED; do
   grep "passed every case" $G/window.log | grep -q "'$name'" && K=$K,$name
 done
-grep -h "fail\|Error" $G/check_*.log $G/window.log | head -5 | tee -a $LOG
-python3 gpu/gluon_check.py summary $G > /dev/null 2>&1
-cp $G/gluon_check.csv $G/gluon_resources.csv $G/gluon_window_check.csv $OUT/ 2>/dev/null
+grep -h "fail\|Error" $G/window.log | head -5 | tee -a $LOG
+cp $G/gluon_window_check.csv $OUT/ 2>/dev/null
 echo "[${SECONDS}s] timing: $K" | tee -a $LOG
-for i in 1 2; do
-  mkdir -p /tmp/ab$i
-  timeout -k 5 100 python3 gpu/money_ab.py /tmp/ab$i 5 $K 8x32x2048x128c,1x32x8192x128c,32x32x512x128c > /tmp/ab$i.log 2>&1
-  echo "[${SECONDS}s] run $i rc $?" | tee -a $LOG
-  cp /tmp/ab$i/money_ab.csv $OUT/half_ab_$i.csv
-done
+ab_twice half 100 $K 8x32x2048x128c,1x32x8192x128c,32x32x512x128c

@@ -14,26 +14,8 @@ G=/tmp/gluon
 mkdir -p $G
 LOG=$OUT/qahead.log
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee $LOG
-declare -A PID
-for name in $NEW; do
-  spec=$(python3 -c "from fa2.gluon.candidates import CONFIGS; from fa2.gluon.dispatch import config_text
-r, c = CONFIGS['$name']; print(r, config_text(c))")
-  echo "$name: check $spec" | tee -a $LOG
-  timeout -k 5 240 python3 gpu/gluon_check.py check $G $spec > $G/check_$name.log 2>&1 &
-  PID[$name]=$!
-done
-for name in $NEW; do
-  wait ${PID[$name]}; rc=$?
-  echo "$name: check rc $rc, $(tail -1 $G/check_$name.log)" | tee -a $LOG
-  [ $rc -eq 0 ] && K=$K,$name
-done
-grep -h "fail\|Error" $G/check_*.log | head -5 | tee -a $LOG
-python3 gpu/gluon_check.py summary $G > /dev/null 2>&1
-cp $G/gluon_check.csv $G/gluon_resources.csv $OUT/ 2>/dev/null
+source gpu/candidates.sh
+check_named 240 $NEW
+for name in $PASSED; do K=$K,$name; done
 echo "[${SECONDS}s] timing: $K" | tee -a $LOG
-for i in 1 2; do
-  mkdir -p /tmp/ab$i
-  timeout -k 5 150 python3 gpu/money_ab.py /tmp/ab$i 5 $K 8x32x2048x128c,1x32x8192x128c,32x32x512x128c > /tmp/ab$i.log 2>&1
-  echo "[${SECONDS}s] run $i rc $?" | tee -a $LOG
-  cp /tmp/ab$i/money_ab.csv $OUT/qahead_ab_$i.csv
-done
+ab_twice qahead 150 $K 8x32x2048x128c,1x32x8192x128c,32x32x512x128c

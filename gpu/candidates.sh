@@ -1,0 +1,39 @@
+# Sourced by the scripts that check new Gluon candidates by name and then time them (short_causal.sh, qahead.sh,
+# half_diagonal.sh). They set G (a scratch folder), LOG and OUT first.
+
+# check_named LIMIT NAME...: gpu/gluon_check.py's 96 fp64 cases for each named candidate of
+# fa2/gluon/candidates.py (its rung and KEY=VALUE overrides), one process each, side by side, each under LIMIT
+# seconds. PASSED: the names whose check passed. Logged to $LOG; the joined check and resource CSVs go to $OUT.
+check_named() {
+  local limit=$1 name spec rc
+  shift
+  local -A pid
+  for name in "$@"; do
+    spec=$(python3 -c "from fa2.gluon.candidates import CONFIGS; from fa2.gluon.dispatch import config_text
+r, c = CONFIGS['$name']; print(r, config_text(c))")
+    echo "$name: check $spec" | tee -a $LOG
+    timeout -k 5 $limit python3 gpu/gluon_check.py check $G $spec > $G/check_$name.log 2>&1 &
+    pid[$name]=$!
+  done
+  PASSED=""
+  for name in "$@"; do
+    wait ${pid[$name]}; rc=$?
+    echo "$name: check rc $rc, $(tail -1 $G/check_$name.log)" | tee -a $LOG
+    [ $rc -eq 0 ] && PASSED="$PASSED $name"
+  done
+  grep -h "fail\|Error" $G/check_*.log | head -5 | tee -a $LOG
+  python3 gpu/gluon_check.py summary $G > /dev/null 2>&1
+  cp $G/gluon_check.csv $G/gluon_resources.csv $OUT/ 2>/dev/null
+}
+
+# ab_twice TAG LIMIT NAMES SHAPES: two runs of gpu/money_ab.py (5 interleaved rounds) with the comma list NAMES at
+# the comma list SHAPES, each under LIMIT seconds, into $OUT/TAG_ab_1.csv and $OUT/TAG_ab_2.csv.
+ab_twice() {
+  local i
+  for i in 1 2; do
+    mkdir -p /tmp/ab$i
+    timeout -k 5 $2 python3 gpu/money_ab.py /tmp/ab$i 5 $3 $4 > /tmp/ab$i.log 2>&1
+    echo "[${SECONDS}s] run $i rc $?" | tee -a $LOG
+    cp /tmp/ab$i/money_ab.csv $OUT/$1_ab_$i.csv
+  done
+}

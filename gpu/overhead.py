@@ -32,8 +32,9 @@ CONFIGS = [dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=4, num_stages=s)
            for bm, bn, s in ((64, 64, 2), (64, 64, 3), (64, 128, 2), (128, 64, 2), (128, 64, 3), (64, 32, 3))]
 
 
-def wall_us(fn, n=1000):
-    for _ in range(50):
+def wall_us(fn, n=1000, warmup=50):
+    """Host µs per call of fn() over n calls in a loop, after `warmup` calls (the GPU drained before and after)."""
+    for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     start = time.perf_counter()

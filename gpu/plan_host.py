@@ -12,23 +12,12 @@ import cProfile
 import io
 import pstats
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 from fa2 import plan as fa2_plan
-
-
-def per_call_us(fn, n=5000):
-    for _ in range(100):
-        fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(n):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / n * 1e6
+from overhead import wall_us
 
 
 def main(out):
@@ -54,7 +43,7 @@ def main(out):
                 lines.append(f"  wrapper cells: { {key: repr(val)[:80] for key, val in cells.items()} }")
         lines.append(f"  args after the descriptors: {len(getattr(plan, 'rest', getattr(plan, 'scalars', ())))}")
         for _ in range(3):
-            lines.append(f"  host us per call: {per_call_us(lambda: plan(q, k, v)):.2f}")
+            lines.append(f"  host us per call: {wall_us(lambda: plan(q, k, v), n=5000, warmup=100):.2f}")
         profile = cProfile.Profile()
         profile.enable()
         for _ in range(2000):

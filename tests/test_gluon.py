@@ -490,8 +490,8 @@ def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=Fals
             item_turns = n_tiles + (n_lower > 0) + (n_free > n_lower) + (n_tiles > n_free)
         for c in range(consumers):
             ops[c].append(("q", i))
-            if q_ahead:                                  # the first item's wait also loads the ones up to q_lead
-                ops[c] += [("qload", j) for j in range(max(i + 1, i + q_lead if i else 1), i + q_lead + 1)
+            if q_ahead:                                  # items up to i + q_lead (the first item: all of them)
+                ops[c] += [("qload", j) for j in range(1 if i == 0 else i + q_lead, i + q_lead + 1)
                            if j < len(items)]
             if q_regs:
                 ops[c].append(("qdone", i))

@@ -1,5 +1,5 @@
 # Sourced by the scripts that check new Gluon candidates by name and then time them (short_causal.sh, qahead.sh,
-# half_diagonal.sh). They set G (a scratch folder), LOG and OUT first.
+# half_diagonal.sh, q_early.sh). They set G (a scratch folder), LOG and OUT first.
 
 # check_named LIMIT NAME...: gpu/gluon_check.py's 96 fp64 cases for each named candidate of
 # fa2/gluon/candidates.py (its rung and KEY=VALUE overrides), one process each, side by side, each under LIMIT

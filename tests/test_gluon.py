@@ -455,7 +455,7 @@ def test_constexprs_are_in_the_kernels_order(hopper):
 # ------------------------------------------------------------------------------------------ PERSISTENT
 
 def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=False, turn_phase=None, split=False,
-                         q_regs=False, q_ahead=False, q_lead=1):
+                         q_regs=False, q_ahead=False, q_lead=1, q_early=False, q_early_before="v"):
     """A PERSISTENT program (rungs 3-4) over its work items [(n_tiles, n_free, n_lower), ...] as plain Python,
     under a random interleaving: the producer loads every item's tiles into one ring whose tile count runs on
     across items (each after the empty barrier), the consumers walk each item's tiles with `base` = the tiles of
@@ -464,8 +464,11 @@ def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=Fals
     store_wait(0) and stores item i's O from its O buffer (stores complete at random later times).
     Q_REGS: item i + 1's Q is loaded as soon as item i's is in registers (before its tiles). Q_AHEAD: two Q
     buffers, item i's in buffer i % 2, and item i + q_lead's loaded as soon as item i's has arrived (the kernel's
-    q_lead is 1; a larger one is the mutant the model must catch). SPLIT_EMPTY: see _RingModel. Asserts every wait
-    passes on the phase it means, no Q buffer is reloaded while an item still reads it, no K/V buffer is refilled
+    q_lead is 1; a larger one is the mutant the model must catch). Q_EARLY: item i + 1's Q is loaded just before
+    the wait for the V of item i's last P·V (q_early_before="v"; "k", before the last S, is the mutant), or after
+    the item when it has no tiles. SPLIT_EMPTY: see _RingModel. Asserts every wait
+    passes on the phase it means, no Q buffer is reloaded while an item still reads it, no S completes after its
+    consumer let go of its Q buffer (but under Q_REGS), no K/V buffer is refilled
     before both consumers freed it, no O buffer is staged while a store still reads it, every tile is loaded and
     consumed once, no deadlock."""
     consumers = 2 if rung == 4 else 1
@@ -497,11 +500,17 @@ def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=Fals
                 ops[c].append(("qdone", i))
                 if i + 1 < len(items):
                     ops[c].append(("qload", i + 1))
-            for kind, t in item_ops[c]:
-                ops[c].append((kind, t + (turn_base if kind in ("turn", "pass") else base)))
-            if not q_regs:
+            shifted = [(kind, t + (turn_base if kind in ("turn", "pass") else base)) for kind, t in item_ops[c]]
+            q_next = [("qdone", i)] + ([("qload", i + 1)] if i + 1 < len(items) else [])
+            if q_early and any(kind == q_early_before for kind, _ in shifted):
+                at = max(j for j, (kind, _) in enumerate(shifted) if kind == q_early_before)
+                shifted[at:at] = q_next
+            elif q_early:
+                shifted += q_next
+            ops[c] += shifted
+            if not q_regs and not q_early:
                 ops[c].append(("qdone", i))
-            if not q_regs and not q_ahead and i + 1 < len(items):
+            if not q_regs and not q_ahead and not q_early and i + 1 < len(items):
                 ops[c].append(("qload", i + 1))
             ops[c] += [("store_wait", 0), ("store", i)]
         producer += ring.producer_ops(n_tiles, base)
@@ -534,6 +543,8 @@ def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=Fals
             pending[busy[rng.integers(len(busy))]].pop(0)
             continue
         kind, t = o.pop(0)
+        if kind == "sdone" and not q_regs:
+            assert any(key[0] == c for key in reading), f"S of tile {t} done after consumer {c} let go of its Q"
         if kind in ("free", "sdone"):
             ring.free(kind, t)
         elif kind.startswith("load"):
@@ -561,13 +572,15 @@ PERSISTENT_CASES = [(3, 2, False), (4, 2, False), (4, 2, True), (4, 3, True)]
 
 @pytest.mark.parametrize("rung,NUM_BUFFERS,pingpong", PERSISTENT_CASES,
                          ids=[f"r{r}-nb{nb}" + ("-pingpong" if pp else "") for r, nb, pp in PERSISTENT_CASES])
-@pytest.mark.parametrize("split,q_regs,q_ahead", [(False, False, False), (True, False, False), (False, True, False),
-                                                  (True, True, False), (False, False, True), (True, False, True)],
-                         ids=["", "split", "qregs", "split-qregs", "qahead", "split-qahead"])
-def test_persistent_ring_q_buffers_and_turns(hopper, rung, NUM_BUFFERS, pingpong, split, q_regs, q_ahead):
+@pytest.mark.parametrize("split,q_regs,q_ahead,q_early",
+                         [(False, False, False, False), (True, False, False, False), (False, True, False, False),
+                          (True, True, False, False), (False, False, True, False), (True, False, True, False),
+                          (False, False, False, True), (True, False, False, True)],
+                         ids=["", "split", "qregs", "split-qregs", "qahead", "split-qahead", "qearly", "split-qearly"])
+def test_persistent_ring_q_buffers_and_turns(hopper, rung, NUM_BUFFERS, pingpong, split, q_regs, q_ahead, q_early):
     """Each program of a PERSISTENT launch over the check's shapes (several items per program, empty ones
     included: causal with N_Q > N_KV), causal or not, with and without a window: see _simulate_persistent
-    (with SPLIT_EMPTY, Q_REGS and Q_AHEAD too)."""
+    (with SPLIT_EMPTY, Q_REGS, Q_AHEAD and Q_EARLY too)."""
     import numpy as np
     rng = np.random.default_rng(1)
     BM, BN, H, programs = 128, 64, 2, 3
@@ -586,7 +599,7 @@ def test_persistent_ring_q_buffers_and_turns(hopper, rung, NUM_BUFFERS, pingpong
                     tiles = lambda key: -(-(key - kv_start) // BN)
                     items.append((max(tiles(kv_end), 0), tiles(free_end), tiles(free_start)))
                 _simulate_persistent(rung, items, NUM_BUFFERS, hopper.ring_slot, rng, pingpong, hopper.turn_phase,
-                                     split, q_regs, q_ahead)
+                                     split, q_regs, q_ahead, q_early=q_early)
 
 
 def test_q_ahead_simulation_catches_a_load_two_items_ahead():
@@ -600,6 +613,39 @@ def test_q_ahead_simulation_catches_a_load_two_items_ahead():
     with pytest.raises(AssertionError, match="overwrites item"):
         _simulate_persistent(4, items, 2, ring_slot, np.random.default_rng(0), True, turn_phase, q_ahead=True,
                              q_lead=2)
+
+
+def test_q_early_simulation_catches_a_load_before_the_last_s():
+    """The Q_EARLY model is not vacuous: loading the next item's Q before the last S = Q·Kᵀ of an item (at the
+    wait for its K instead of its V) is caught, with one tile per item and with several."""
+    import numpy as np
+    ring_slot = lambda t, nb: (t % nb, (t // nb) & 1)
+    turn_phase = lambda turn, consumer: (turn & 1) ^ (1 - consumer)
+    for items in ([(1, 0, 0)] * 4, [(3, 2, 0)] * 4):
+        _simulate_persistent(4, items, 2, ring_slot, np.random.default_rng(0), True, turn_phase, q_early=True)
+        with pytest.raises(AssertionError, match="let go of its Q"):
+            _simulate_persistent(4, items, 2, ring_slot, np.random.default_rng(0), True, turn_phase, q_early=True,
+                                 q_early_before="k")
+
+
+def test_q_early_is_checked_and_compiles(hopper):
+    """Q_EARLY needs PERSISTENT and excludes OWN_RANGES, Q_REGS and Q_AHEAD (host checks; the kernel
+    static_asserts them); the money shot's config compiles with it for sm_90 without spills, in the same shared
+    memory (one Q buffer per consumer still), and its PTX has one more Q load site (the fallback after an item
+    without key tiles) than without."""
+    for extra, match in (({}, "PERSISTENT"), ({"PERSISTENT": 1, "OWN_RANGES": 1}, "OWN_RANGES"),
+                         ({"PERSISTENT": 1, "Q_REGS": 1}, "Q_REGS"), ({"PERSISTENT": 1, "Q_AHEAD": 1}, "Q_AHEAD")):
+        with pytest.raises(ValueError, match=match):
+            hopper.rung_config(4, 128, dict(extra, Q_EARLY=1))
+    config = dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1, PRODUCER_REGS=32, SPLIT_EMPTY=1,
+                  HALF_DIAGONAL=1)
+    without = hopper.compile_rung(4, 128, torch.bfloat16, True, config=config)
+    early = hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(config, Q_EARLY=1))
+    usage = hopper.resource_usage(early)
+    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
+    assert usage["shared"] == without.metadata.shared
+    loads = lambda k: k.asm["ptx"].count("cp.async.bulk.tensor.4d.shared::cluster.global")
+    assert loads(early) > loads(without), (loads(early), loads(without))
 
 
 def test_q_ahead_is_checked_and_compiles(hopper):

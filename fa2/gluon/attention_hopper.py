@@ -378,14 +378,17 @@ def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
                       window_left, shift, MASKED: gl.constexpr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr,
                       PRODUCER: gl.constexpr, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr,
                       BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
-                      NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, base=0):
+                      NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, base=0,
+                      next_q=None, early=0, Q_EARLY: gl.constexpr = False):
     """Rung 2: key tiles [lo, hi) with FA3's intra-warpgroup overlap. Per tile j: issue S_j = Q·K_jᵀ, issue
     O += P_{j-1}·V_{j-1}, wait for S_j only (wgmma groups retire in order), softmax of S_j while P·V runs,
     then wait for P·V, free buffer j-1 and rescale O. The first tile's S and the last tile's P·V are peeled.
     Tiles are counted from the program's first key tile (kv_start). PINGPONG: each of those issue points is
     one turn: tile j's is turn j + shift, shift being the number of earlier key ranges that had tiles (the
     last P·V of each took a turn of its own: see turn_index), plus the turns of the program's earlier work items
-    (PERSISTENT). A tile's ring slot is that of base + tile, base = the tiles of the earlier work items."""
+    (PERSISTENT). A tile's ring slot is that of base + tile, base = the tiles of the earlier work items.
+    Q_EARLY (PERSISTENT): where `early` is set (this is the item's last range), the next item's Q (next_q, see
+    _issue_q) is loaded once the last S is done, before the last P·V."""
     dtype: gl.constexpr = k_desc.dtype
     if lo < hi:
         first = (lo - kv_start) // BLOCK_N
@@ -404,6 +407,9 @@ def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
         last = (hi - 1 - kv_start) // BLOCK_N
         lbuf, lphase = _slot(base + last, NUM_BUFFERS)
         _, v_last = _kv_tiles(k_smem, v_smem, lbuf, BLOCK_N, HEAD_DIM)
+        if Q_EARLY:
+            if early:
+                _issue_q(next_q)
         acc = _finish_tile(acc, p_op, v_last, v_bars.index(lbuf), lphase, k_desc, v_desc, k_smem, v_smem, k_bars,
                            v_bars, empty_bars, off_b, off_kvh, last, kv_start, kv_end, turn_bars, last + 1 + shift,
                            CONSUMER, PINGPONG, BLOCK_N, NUM_BUFFERS, PRODUCER, base)
@@ -416,10 +422,11 @@ def _attend_half_last(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
                       window_left, shift, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, PRODUCER: gl.constexpr,
                       CONSUMER: gl.constexpr, PINGPONG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                       HEAD_DIM: gl.constexpr, NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr,
-                      o_layout: gl.constexpr, base=0):
+                      o_layout: gl.constexpr, base=0, next_q=None, early=0, Q_EARLY: gl.constexpr = False):
     """HALF_DIAGONAL: _attend_pipelined over the masked tiles [lo, hi) when none of this consumer's rows sees a key
     in the second half of the last tile: that tile's S = Q·K[:BLOCK_N/2]ᵀ and P·V[:BLOCK_N/2] are half as wide
-    (half its wgmma work). The issue points, turns, waits and frees are _attend_pipelined's, one for one."""
+    (half its wgmma work). The issue points, turns, waits and frees are _attend_pipelined's, one for one (and so is
+    Q_EARLY's load of the next Q)."""
     HALF: gl.constexpr = BLOCK_N // 2
     h_layout: gl.constexpr = _half_layout(s_layout)
     row_half: gl.constexpr = gl.SliceLayout(1, h_layout)
@@ -461,6 +468,9 @@ def _attend_half_last(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
                                             diagonal, qk_scale, window_left, turn_bars, first + shift, empty_bars,
                                             base + first, NUM_BUFFERS, CONSUMER, PINGPONG, True, IS_CAUSAL, WINDOW,
                                             BLOCK_M, HALF, dtype, h_layout, o_layout)
+    if Q_EARLY:
+        if early:
+            _issue_q(next_q)
     acc = _finish_tile(acc, p_half, v_half, v_bars.index(lbuf), lphase, k_desc, v_desc, k_smem, v_smem, k_bars,
                        v_bars, empty_bars, off_b, off_kvh, last, kv_start, kv_end, turn_bars, last + 1 + shift,
                        CONSUMER, PINGPONG, BLOCK_N, NUM_BUFFERS, PRODUCER, base)
@@ -486,47 +496,55 @@ def _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v
                 PRODUCER: gl.constexpr, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr,
                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                 NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, base=0, turn_base=0,
-                HALF_DIAGONAL: gl.constexpr = False):
+                HALF_DIAGONAL: gl.constexpr = False, next_q=None, has_next=0, Q_EARLY: gl.constexpr = False):
     """The masked tiles [kv_start, free_start) at a window's left edge (none without a window), the mask-free
     ones [free_start, free_end), then the masked ones [free_end, kv_end). base, turn_base (PERSISTENT, rungs 2-4):
     the ring tiles and PINGPONG turns of the program's earlier work items. HALF_DIAGONAL (causal, rung 4's lower
     consumer): where none of its rows sees the second half of the last masked tile, that tile is half as wide
-    (_attend_half_last)."""
+    (_attend_half_last). Q_EARLY (PERSISTENT, has_next: the program has a next item): the last range with tiles
+    loads the next item's Q (next_q) before its last P·V."""
     if PIPELINED:
         # PINGPONG's turn numbers: + 1 for each earlier range with tiles (kv_range_turn_shifts on the host)
         shift_free = (gl.to_tensor(free_start) > kv_start).to(gl.int32) + turn_base
         shift_masked = shift_free + (gl.to_tensor(free_end) > free_start).to(gl.int32)
+        # Q_EARLY: which range is the last with tiles (the masked one whenever it has any)
+        early_free = has_next & (kv_end <= free_end)
+        early_window = early_free & (free_end <= free_start)
         if WINDOW:
             acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars,
                                               v_bars, empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start,
                                               free_start, kv_start, kv_end, N_KV, diagonal, qk_scale, window_left,
                                               turn_base, True, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG,
-                                              BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base)
+                                              BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base,
+                                              next_q, early_window, Q_EARLY)
         acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
                                           empty_bars, turn_bars, off_b, off_kvh, offs_m, free_start, free_end,
                                           kv_start, kv_end, N_KV, diagonal, qk_scale, window_left, shift_free,
                                           False, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N,
-                                          HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base)
+                                          HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, next_q, early_free,
+                                          Q_EARLY)
         if HALF_DIAGONAL and CONSUMER == 0 and IS_CAUSAL:
             if (kv_end > free_end) & _half_fits(offs_m, kv_start, kv_end, N_KV, diagonal, BLOCK_N):
                 acc, m_i, l_i = _attend_half_last(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars,
                                                   v_bars, empty_bars, turn_bars, off_b, off_kvh, offs_m, free_end,
                                                   kv_end, kv_start, kv_end, N_KV, diagonal, qk_scale, window_left,
                                                   shift_masked, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG,
-                                                  BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base)
+                                                  BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base,
+                                                  next_q, has_next, Q_EARLY)
             else:
                 acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars,
                                                   v_bars, empty_bars, turn_bars, off_b, off_kvh, offs_m, free_end,
                                                   kv_end, kv_start, kv_end, N_KV, diagonal, qk_scale, window_left,
                                                   shift_masked, True, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER,
                                                   PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout,
-                                                  o_layout, base)
+                                                  o_layout, base, next_q, has_next, Q_EARLY)
         else:
             acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
                                               empty_bars, turn_bars, off_b, off_kvh, offs_m, free_end, kv_end,
                                               kv_start, kv_end, N_KV, diagonal, qk_scale, window_left, shift_masked,
                                               True, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG, BLOCK_M,
-                                              BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base)
+                                              BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, next_q,
+                                              has_next, Q_EARLY)
     else:
         if WINDOW:
             acc, m_i, l_i = _attend_serial(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
@@ -815,6 +833,29 @@ def _load_q(q_desc, q_smem, q_bars, k, pid, nprog, num_m, BH, H, GROUP, schedule
 
 
 @gluon.jit
+def _next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
+            CONSUMER: gl.constexpr, IS_CAUSAL: gl.constexpr, PAIRED: gl.constexpr, BLOCK_M: gl.constexpr,
+            SCHEDULED: gl.constexpr):
+    """Q_EARLY: what _issue_q needs to load consumer CONSUMER's Q rows of item count + 1 into its Q buffer,
+    worked out when item count starts (under SCHEDULED the table's reads are then long done by the load). The
+    last item asks for itself again (never loaded: the table has no row past the program's last item)."""
+    Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
+    off_b, off_h, _, _, m_start = _work_item(gl.minimum(count + 1, n_items - 1), pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL, PAIRED, BLOCK_M,
+                                             schedule_ptr, SCHEDULED)
+    return (q_desc, q_smem.index(CONSUMER), q_bars.index(CONSUMER), off_b, off_h, m_start + CONSUMER * Q_ROWS)
+
+
+@gluon.jit
+def _issue_q(next_q):
+    """Q_EARLY: once every warp of the consumer is past its last wgmma that reads Q, the TMA load of the next
+    item's Q rows into the same buffer (next_q from _next_q)."""
+    q_desc, q_buf, q_bar, off_b, off_h, row = next_q
+    gl.thread_barrier()
+    mbarrier.expect(q_bar, q_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(q_desc, [off_b, off_h, row, 0], q_bar, q_buf)
+
+
+@gluon.jit
 def _load_next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
                  CONSUMER: gl.constexpr, IS_CAUSAL: gl.constexpr, PAIRED: gl.constexpr, BLOCK_M: gl.constexpr,
                  SCHEDULED: gl.constexpr):
@@ -831,10 +872,11 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
                          PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr, CONSUMER: gl.constexpr,
                          SCHEDULED: gl.constexpr, num_warps: gl.constexpr, OWN_RANGES: gl.constexpr = False,
                          Q_REGS: gl.constexpr = False, Q_AHEAD: gl.constexpr = False,
-                         HALF_DIAGONAL: gl.constexpr = False):
+                         HALF_DIAGONAL: gl.constexpr = False, Q_EARLY: gl.constexpr = False):
     """PERSISTENT (rungs 3-4): consumer CONSUMER over its work items (_work_item, _persistent_item). Its Q rows
     have one shared buffer: the next item's Q is loaded (by this consumer) as soon as the last wgmma that reads
-    this item's Q has completed, so the load overlaps this item's epilogue. Q_AHEAD: two Q buffers, item k's in
+    this item's Q has completed, so the load overlaps this item's epilogue; Q_EARLY: before the item's last P·V
+    (the last S is then done), so it also overlaps that P·V and the turn it waits for. Q_AHEAD: two Q buffers, item k's in
     buffer k % 2, and item k + 1's Q loaded when item k starts (the loop takes two items a turn, so that each
     buffer is picked by a constant index). O is staged in a buffer of its own and stored by TMA without waiting;
     the next item waits for that store (store_wait) only before staging its own O. The K/V ring and PINGPONG's
@@ -868,7 +910,7 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
         for count in range(n_items):
             base, turn_base = _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL, WINDOW,
                                                NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
-                                               OWN_RANGES, Q_REGS, Q_AHEAD, CONSUMER, HALF_DIAGONAL)
+                                               OWN_RANGES, Q_REGS, Q_AHEAD, CONSUMER, HALF_DIAGONAL, Q_EARLY)
     tma.store_wait(0)
 
 
@@ -877,7 +919,7 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
                      NUM_BUFFERS: gl.constexpr, PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr,
                      CONSUMER: gl.constexpr, SCHEDULED: gl.constexpr, num_warps: gl.constexpr,
                      OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, Q_AHEAD: gl.constexpr, Q_SLOT: gl.constexpr,
-                     HALF_DIAGONAL: gl.constexpr = False):
+                     HALF_DIAGONAL: gl.constexpr = False, Q_EARLY: gl.constexpr = False):
     """Consumer CONSUMER's work item `count` of its program, its Q in buffer Q_SLOT (the item's (count // 2)-th
     use of it under Q_AHEAD, its count-th otherwise): returns (base, turn_base) advanced past the item."""
     (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars,
@@ -925,6 +967,18 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
                                     own_free_start, own_free_end, end, item_turns, N_KV, diagonal, qk_scale,
                                     window_left, IS_CAUSAL, WINDOW, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N,
                                     HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, turn_base)
+    elif Q_EARLY:                                    # the next item's Q loads before this item's last P·V
+        item_turns = _turns(kv_start, free_start, free_end, kv_end, BLOCK_N)
+        has_next = count + 1 < n_items
+        next_q = _next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
+                         CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED)
+        acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_op, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+                                    empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, free_start,
+                                    free_end, kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW,
+                                    True, True, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N, HEAD_DIM, NUM_BUFFERS,
+                                    s_layout, o_layout, base, turn_base, HALF_DIAGONAL, next_q, has_next, True)
+        if has_next & (kv_end <= kv_start):          # an item without key tiles had no last P·V to load it at
+            _issue_q(next_q)
     else:
         item_turns = _turns(kv_start, free_start, free_end, kv_end, BLOCK_N)
         acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_op, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
@@ -932,7 +986,7 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
                                     free_end, kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW,
                                     True, True, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N, HEAD_DIM, NUM_BUFFERS,
                                     s_layout, o_layout, base, turn_base, HALF_DIAGONAL)
-    if not Q_REGS and not Q_AHEAD:                   # every wgmma reading this Q is done: the next item's
+    if not Q_REGS and not Q_AHEAD and not Q_EARLY:   # every wgmma reading this Q is done: the next item's
         _load_next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
                      CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED)
     tma.store_wait(0)                                # the previous item's O has left o_buf
@@ -1018,7 +1072,8 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
                           NUM_BUFFERS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                           PINGPONG: gl.constexpr, PERSISTENT: gl.constexpr, SCHEDULED: gl.constexpr,
                           OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, SPLIT_EMPTY: gl.constexpr,
-                          Q_AHEAD: gl.constexpr, HALF_DIAGONAL: gl.constexpr, num_warps: gl.constexpr):
+                          Q_AHEAD: gl.constexpr, HALF_DIAGONAL: gl.constexpr, Q_EARLY: gl.constexpr,
+                          num_warps: gl.constexpr):
     """Grid (cdiv(N_Q, BLOCK_M), B·H), or PERSISTENT (rungs 3-4) at most one program per SM, each taking its
     units of the cdiv(N_Q, BLOCK_M)·BH query tiles round-robin (_units, _work_item). q_desc/o_desc: 4-D
     (B, H, N_Q, D) descriptors with (1, 1, BLOCK_M / C, D) boxes, C the rung's consumer partitions (consumers());
@@ -1038,13 +1093,16 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
     gl.static_assert(RUNG >= 3 or not SPLIT_EMPTY, "SPLIT_EMPTY frees K and V to the producer partition (rungs 3-4)")
     gl.static_assert(PERSISTENT or not Q_AHEAD, "Q_AHEAD loads a PERSISTENT program's next item's Q")
     gl.static_assert(not (Q_AHEAD and Q_REGS), "Q_AHEAD and Q_REGS are two ways of loading Q early: one at a time")
+    gl.static_assert(not Q_EARLY or (PERSISTENT and not OWN_RANGES and not Q_REGS and not Q_AHEAD),
+                     "Q_EARLY loads a PERSISTENT program's next Q before the last P·V (not with OWN_RANGES, Q_REGS "
+                     "or Q_AHEAD)")
     gl.static_assert(not HALF_DIAGONAL or (RUNG == 4 and not OWN_RANGES and not Q_REGS),
                      "HALF_DIAGONAL halves rung 4's lower consumer's diagonal tile (not with OWN_RANGES or Q_REGS)")
 
     if PERSISTENT:
         _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left, BH,
                     schedule_ptr, IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG,
-                    SCHEDULED, OWN_RANGES, Q_REGS, SPLIT_EMPTY, Q_AHEAD, HALF_DIAGONAL, num_warps)
+                    SCHEDULED, OWN_RANGES, Q_REGS, SPLIT_EMPTY, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, num_warps)
     else:
         _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left,
                   IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG, OWN_RANGES,
@@ -1170,7 +1228,7 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
                 NUM_BUFFERS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                 PINGPONG: gl.constexpr, SCHEDULED: gl.constexpr, OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr,
                 SPLIT_EMPTY: gl.constexpr, Q_AHEAD: gl.constexpr, HALF_DIAGONAL: gl.constexpr,
-                num_warps: gl.constexpr):
+                Q_EARLY: gl.constexpr, num_warps: gl.constexpr):
     """PERSISTENT: the rung's partitions, each looping over the program's work items (_consumer_persistent,
     _producer_persistent); shared memory and barriers are set up once."""
     CONSUMERS: gl.constexpr = _consumers(RUNG)
@@ -1191,9 +1249,9 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
     if RUNG == 4:
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
-                                    num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL)),
+                                    num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY)),
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 1, SCHEDULED,
-                                    num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL)),
+                                    num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
                                     BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
                                     NUM_BUFFERS, SCHEDULED)),
@@ -1201,7 +1259,7 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
     else:
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
-                                    num_warps, False, Q_REGS, Q_AHEAD, HALF_DIAGONAL)),
+                                    num_warps, False, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
                                     BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
                                     NUM_BUFFERS, SCHEDULED)),
@@ -1312,6 +1370,10 @@ def rung_config(rung, head_dim, config=None):
         raise ValueError("Q_AHEAD loads a PERSISTENT program's next Q a whole item ahead; set PERSISTENT too")
     if cfg.get("Q_AHEAD") and cfg.get("Q_REGS"):
         raise ValueError("Q_AHEAD and Q_REGS both load the next item's Q early: choose one")
+    if cfg.get("Q_EARLY") and (not cfg.get("PERSISTENT") or cfg.get("OWN_RANGES") or cfg.get("Q_REGS")
+                               or cfg.get("Q_AHEAD")):
+        raise ValueError("Q_EARLY loads a PERSISTENT program's next Q before the item's last P·V: it needs "
+                         "PERSISTENT, without OWN_RANGES, Q_REGS or Q_AHEAD")
     if cfg.get("HALF_DIAGONAL") and (rung != 4 or cfg["BLOCK_N"] != 128 or cfg.get("OWN_RANGES") or cfg.get("Q_REGS")):
         raise ValueError("HALF_DIAGONAL halves the diagonal 128-key tile of rung 4's lower consumer: it needs rung 4 "
                          "and BLOCK_N=128, without OWN_RANGES or Q_REGS")
@@ -1326,7 +1388,7 @@ def _constexprs(rung, causal, cfg, window=False):
                 SCHEDULED=bool(cfg.get("SCHEDULED", False)), OWN_RANGES=bool(cfg.get("OWN_RANGES", False)),
                 Q_REGS=bool(cfg.get("Q_REGS", False)), SPLIT_EMPTY=bool(cfg.get("SPLIT_EMPTY", False)),
                 Q_AHEAD=bool(cfg.get("Q_AHEAD", False)), HALF_DIAGONAL=bool(cfg.get("HALF_DIAGONAL", False)),
-                num_warps=cfg["num_warps"])
+                Q_EARLY=bool(cfg.get("Q_EARLY", False)), num_warps=cfg["num_warps"])
 
 
 def _options(cfg):

@@ -90,4 +90,13 @@ CONFIGS = {
                                                         SCHEDULED=1, PRODUCER_REGS=32, SPLIT_EMPTY=1, HALF_DIAGONAL=1)),
     "r4_n128b2_pingpong_split_half": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, SPLIT_EMPTY=1,
                                               HALF_DIAGONAL=1)),
+    # Q_EARLY: the next item's Q loaded before an item's last P·V instead of after it (one Q buffer still)
+    "r4_n128b2_pingpong_persistent_split_half_early": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,
+                                                               PRODUCER_REGS=32, SPLIT_EMPTY=1, HALF_DIAGONAL=1,
+                                                               Q_EARLY=1)),
+    "r4_n128b2_pingpong_scheduled_split_half_early": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,
+                                                              SCHEDULED=1, PRODUCER_REGS=32, SPLIT_EMPTY=1,
+                                                              HALF_DIAGONAL=1, Q_EARLY=1)),
+    "r4_n128b2_pingpong_persistent_split_early": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,
+                                                          PRODUCER_REGS=32, SPLIT_EMPTY=1, Q_EARLY=1)),
 }

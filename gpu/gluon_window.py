@@ -89,7 +89,7 @@ def timing(out, passed):
         fns = {"fa2": lambda: fa2_call(q, k, v, problem.window)}
         if left >= 0:
             for name in sorted(passed):
-                rung, config = CONFIGS[name]
+                rung, config = dict(CANDIDATES, **CONFIGS)[name]     # a named candidate need not be one of CONFIGS
                 fns[f"gluon_{name}"] = (lambda rung=rung, config=config: attention_gluon(
                     q, k, v, True, None, rung=rung, config=config, window_left=left))
             fns["flex"] = bd.build_flex(problem, x)[0]

@@ -455,7 +455,8 @@ def test_constexprs_are_in_the_kernels_order(hopper):
 # ------------------------------------------------------------------------------------------ PERSISTENT
 
 def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=False, turn_phase=None, split=False,
-                         q_regs=False, q_ahead=False, q_lead=1, q_early=False, q_early_before="v"):
+                         q_regs=False, q_ahead=False, q_lead=1, q_early=False, q_early_before="v", chain=False,
+                         chain_turns=None):
     """A PERSISTENT program (rungs 3-4) over its work items [(n_tiles, n_free, n_lower), ...] as plain Python,
     under a random interleaving: the producer loads every item's tiles into one ring whose tile count runs on
     across items (each after the empty barrier), the consumers walk each item's tiles with `base` = the tiles of
@@ -466,7 +467,8 @@ def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=Fals
     buffers, item i's in buffer i % 2, and item i + q_lead's loaded as soon as item i's has arrived (the kernel's
     q_lead is 1; a larger one is the mutant the model must catch). Q_EARLY: item i + 1's Q is loaded just before
     the wait for the V of item i's last P·V (q_early_before="v"; "k", before the last S, is the mutant), or after
-    the item when it has no tiles. SPLIT_EMPTY: see _RingModel. Asserts every wait
+    the item when it has no tiles. CHAIN_RANGES: an item's ranges are one pipeline (the ops of a single range)
+    taking chain_turns(n_tiles) turns (the kernel's count; a wrong one is the mutant). SPLIT_EMPTY: see _RingModel. Asserts every wait
     passes on the phase it means, no Q buffer is reloaded while an item still reads it, no S completes after its
     consumer let go of its Q buffer (but under Q_REGS), no K/V buffer is refilled
     before both consumers freed it, no O buffer is staged while a store still reads it, every tile is loaded and
@@ -489,8 +491,12 @@ def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=Fals
             n_tiles, item_ops, item_turns = item["n_tiles"], item["ops"], item["turns"]
         else:
             n_tiles, n_free, n_lower = item
-            item_ops = [_consumer_ops(rung, n_tiles, n_free, pingpong, n_lower)] * consumers
-            item_turns = n_tiles + (n_lower > 0) + (n_free > n_lower) + (n_tiles > n_free)
+            if chain:
+                item_ops = [_consumer_ops(rung, n_tiles, 0, pingpong, 0)] * consumers
+                item_turns = chain_turns(0, n_tiles, 1)
+            else:
+                item_ops = [_consumer_ops(rung, n_tiles, n_free, pingpong, n_lower)] * consumers
+                item_turns = n_tiles + (n_lower > 0) + (n_free > n_lower) + (n_tiles > n_free)
         for c in range(consumers):
             ops[c].append(("q", i))
             if q_ahead:                                  # items up to i + q_lead (the first item: all of them)
@@ -572,15 +578,19 @@ PERSISTENT_CASES = [(3, 2, False), (4, 2, False), (4, 2, True), (4, 3, True)]
 
 @pytest.mark.parametrize("rung,NUM_BUFFERS,pingpong", PERSISTENT_CASES,
                          ids=[f"r{r}-nb{nb}" + ("-pingpong" if pp else "") for r, nb, pp in PERSISTENT_CASES])
-@pytest.mark.parametrize("split,q_regs,q_ahead,q_early",
-                         [(False, False, False, False), (True, False, False, False), (False, True, False, False),
-                          (True, True, False, False), (False, False, True, False), (True, False, True, False),
-                          (False, False, False, True), (True, False, False, True)],
-                         ids=["", "split", "qregs", "split-qregs", "qahead", "split-qahead", "qearly", "split-qearly"])
-def test_persistent_ring_q_buffers_and_turns(hopper, rung, NUM_BUFFERS, pingpong, split, q_regs, q_ahead, q_early):
+@pytest.mark.parametrize("split,q_regs,q_ahead,q_early,chain",
+                         [(False, False, False, False, False), (True, False, False, False, False),
+                          (False, True, False, False, False), (True, True, False, False, False),
+                          (False, False, True, False, False), (True, False, True, False, False),
+                          (False, False, False, True, False), (True, False, False, True, False),
+                          (False, False, False, False, True), (True, False, False, False, True)],
+                         ids=["", "split", "qregs", "split-qregs", "qahead", "split-qahead", "qearly", "split-qearly",
+                              "chain", "split-chain"])
+def test_persistent_ring_q_buffers_and_turns(hopper, rung, NUM_BUFFERS, pingpong, split, q_regs, q_ahead, q_early,
+                                             chain):
     """Each program of a PERSISTENT launch over the check's shapes (several items per program, empty ones
     included: causal with N_Q > N_KV), causal or not, with and without a window: see _simulate_persistent
-    (with SPLIT_EMPTY, Q_REGS, Q_AHEAD and Q_EARLY too)."""
+    (with SPLIT_EMPTY, Q_REGS, Q_AHEAD, Q_EARLY and CHAIN_RANGES too)."""
     import numpy as np
     rng = np.random.default_rng(1)
     BM, BN, H, programs = 128, 64, 2, 3
@@ -599,7 +609,8 @@ def test_persistent_ring_q_buffers_and_turns(hopper, rung, NUM_BUFFERS, pingpong
                     tiles = lambda key: -(-(key - kv_start) // BN)
                     items.append((max(tiles(kv_end), 0), tiles(free_end), tiles(free_start)))
                 _simulate_persistent(rung, items, NUM_BUFFERS, hopper.ring_slot, rng, pingpong, hopper.turn_phase,
-                                     split, q_regs, q_ahead, q_early=q_early)
+                                     split, q_regs, q_ahead, q_early=q_early, chain=chain,
+                                     chain_turns=hopper.chain_turns)
 
 
 def test_q_ahead_simulation_catches_a_load_two_items_ahead():
@@ -626,6 +637,44 @@ def test_q_early_simulation_catches_a_load_before_the_last_s():
         with pytest.raises(AssertionError, match="let go of its Q"):
             _simulate_persistent(4, items, 2, ring_slot, np.random.default_rng(0), True, turn_phase, q_early=True,
                                  q_early_before="k")
+
+
+def test_chain_turns_are_the_single_range_ops_and_a_wrong_count_fails(hopper):
+    """CHAIN_RANGES: an item of n key tiles takes one turn per tile and one for its last P·V (none when it has
+    no tiles), which is what the ops of a single range take; the persistent model fails (a wait that never passes
+    or a phase it does not mean) when the kernel's turn count is off by one."""
+    for n in range(0, 6):
+        ops = _consumer_ops(4, n, 0, True, 0)
+        assert hopper.chain_turns(0, n * 64, 64) == len([op for op in ops if op[0] == "turn"]) == n + (n > 0)
+    import numpy as np
+    ring_slot = lambda t, nb: (t % nb, (t // nb) & 1)
+    turn_phase = lambda turn, consumer: (turn & 1) ^ (1 - consumer)
+    items = [(3, 2, 0), (1, 0, 0), (4, 3, 0), (2, 1, 0)]
+    _simulate_persistent(4, items, 2, ring_slot, np.random.default_rng(0), True, turn_phase, split=True, chain=True,
+                         chain_turns=hopper.chain_turns)
+    off_by_one = lambda kv_start, kv_end, BLOCK_N: hopper.chain_turns(kv_start, kv_end, BLOCK_N) + 1
+    with pytest.raises(AssertionError):
+        _simulate_persistent(4, items, 2, ring_slot, np.random.default_rng(0), True, turn_phase, split=True,
+                             chain=True, chain_turns=off_by_one)
+
+
+def test_chain_ranges_is_checked_and_compiles(hopper):
+    """CHAIN_RANGES needs rungs 2-4 and excludes OWN_RANGES, Q_AHEAD and Q_EARLY (host checks; the kernel
+    static_asserts them); the money shot's config compiles with it for sm_90, causal, windowed and not, in the same
+    shared memory, and its PTX changes (the ranges are no longer drained one by one)."""
+    for rung, extra, match in ((1, {}, "rung"), (4, {"OWN_RANGES": 1}, "OWN_RANGES"),
+                               (4, {"PERSISTENT": 1, "Q_AHEAD": 1}, "Q_AHEAD"),
+                               (4, {"PERSISTENT": 1, "Q_EARLY": 1}, "Q_EARLY")):
+        with pytest.raises(ValueError, match=match):
+            hopper.rung_config(rung, 128, dict(extra, CHAIN_RANGES=1))
+    config = dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1, PRODUCER_REGS=32, SPLIT_EMPTY=1,
+                  HALF_DIAGONAL=1)
+    without = hopper.compile_rung(4, 128, torch.bfloat16, True, config=config)
+    for window in (False, True):
+        chained = hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(config, CHAIN_RANGES=1), window=window)
+        assert chained.metadata.shared == without.metadata.shared
+        if not window:
+            assert chained.asm["ptx"] != without.asm["ptx"]
 
 
 def test_q_early_is_checked_and_compiles(hopper):

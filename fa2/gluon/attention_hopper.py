@@ -490,6 +490,132 @@ def _half_fits(offs_m, kv_start, kv_end, N_KV, diagonal, BLOCK_N: gl.constexpr):
 
 # ------------------------------------------------------------------------------------------------ kernel
 
+# ------------------------------------------------------------------------------------------------ chained ranges
+
+@gluon.jit
+def _chain_range(acc, p_op, m_i, l_i, pending, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
+                 turn_bars, off_b, off_kvh, offs_m, lo, hi, kv_start, kv_end, N_KV, diagonal, qk_scale, window_left,
+                 turn_base, MASKED: gl.constexpr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr,
+                 PRODUCER: gl.constexpr, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr, BLOCK_M: gl.constexpr,
+                 BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr,
+                 o_layout: gl.constexpr, base):
+    """CHAIN_RANGES: key tiles [lo, hi) of one range, its first S issued beside the P·V of the tile before it when
+    an earlier range left one `pending` (P computed, its P·V not issued), peeled as in _attend_pipelined otherwise.
+    Leaves the range's last P·V pending. Tile j's issue is turn j + turn_base in every range. Returns (O, P, m, l,
+    pending)."""
+    dtype: gl.constexpr = k_desc.dtype
+    if lo < hi:
+        if pending:
+            acc, p_op, m_i, l_i = _overlap_step(acc, p_op, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars,
+                                                v_bars, empty_bars, turn_bars, off_b, off_kvh, offs_m, lo, kv_start,
+                                                kv_end, N_KV, diagonal, qk_scale, window_left, turn_base, MASKED,
+                                                IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N,
+                                                HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, BLOCK_N)
+        else:
+            first = (lo - kv_start) // BLOCK_N
+            buf, phase = _slot(base + first, NUM_BUFFERS)
+            k_tile, _ = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
+            acc, p_op, m_i, l_i = _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bars.index(buf), phase, lo, offs_m,
+                                              N_KV, diagonal, qk_scale, window_left, turn_bars, first + turn_base,
+                                              empty_bars, base + first, NUM_BUFFERS, CONSUMER, PINGPONG, MASKED,
+                                              IS_CAUSAL, WINDOW, BLOCK_M, BLOCK_N, dtype, s_layout, o_layout)
+        for kv in range(lo + BLOCK_N, hi, BLOCK_N):
+            acc, p_op, m_i, l_i = _overlap_step(acc, p_op, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars,
+                                                v_bars, empty_bars, turn_bars, off_b, off_kvh, offs_m, kv, kv_start,
+                                                kv_end, N_KV, diagonal, qk_scale, window_left, turn_base, MASKED,
+                                                IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N,
+                                                HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, BLOCK_N)
+    return acc, p_op, m_i, l_i, pending | (lo < hi)
+
+
+@gluon.jit
+def _attend_chain(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars,
+                  off_b, off_kvh, offs_m, kv_start, free_start, free_end, kv_end, N_KV, diagonal, qk_scale,
+                  window_left, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, PRODUCER: gl.constexpr,
+                  CONSUMER: gl.constexpr, PINGPONG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                  HEAD_DIM: gl.constexpr, NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr,
+                  base, turn_base, HALF_DIAGONAL: gl.constexpr):
+    """CHAIN_RANGES (rungs 2-4): _attend_all's three key ranges as one pipeline. Where one range ends and the next
+    begins, the next range's first S is issued beside the last P·V of the one before (_chain_range) instead of the
+    pipeline draining and filling again; only the item's very last P·V is issued alone. Turns: tile j's issue is
+    turn j + turn_base, the last P·V turn n_tiles + turn_base (_chain_turns). HALF_DIAGONAL as in _attend_all."""
+    dtype: gl.constexpr = k_desc.dtype
+    p_op = _to_operand(gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout), dtype, o_layout)
+    pending = gl.to_tensor(kv_start) < kv_start            # False, as a run-time flag
+    if WINDOW:
+        acc, p_op, m_i, l_i, pending = _chain_range(acc, p_op, m_i, l_i, pending, q_tile, k_desc, v_desc, k_smem,
+                                                    v_smem, k_bars, v_bars, empty_bars, turn_bars, off_b, off_kvh,
+                                                    offs_m, kv_start, free_start, kv_start, kv_end, N_KV, diagonal,
+                                                    qk_scale, window_left, turn_base, True, IS_CAUSAL, WINDOW,
+                                                    PRODUCER, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM,
+                                                    NUM_BUFFERS, s_layout, o_layout, base)
+    acc, p_op, m_i, l_i, pending = _chain_range(acc, p_op, m_i, l_i, pending, q_tile, k_desc, v_desc, k_smem, v_smem,
+                                                k_bars, v_bars, empty_bars, turn_bars, off_b, off_kvh, offs_m,
+                                                free_start, free_end, kv_start, kv_end, N_KV, diagonal, qk_scale,
+                                                window_left, turn_base, False, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER,
+                                                PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout,
+                                                o_layout, base)
+    last = (kv_end - 1 - kv_start) // BLOCK_N
+    lbuf, lphase = _slot(base + last, NUM_BUFFERS)
+    k_last, v_last = _kv_tiles(k_smem, v_smem, lbuf, BLOCK_N, HEAD_DIM)
+    half = False
+    if HALF_DIAGONAL and CONSUMER == 0 and IS_CAUSAL:
+        half = (kv_end > free_end) & _half_fits(offs_m, kv_start, kv_end, N_KV, diagonal, BLOCK_N)
+    if half:
+        # the masked tiles but the last whole, then the last one's first half (_attend_half_last's shapes)
+        HALF: gl.constexpr = BLOCK_N // 2
+        h_layout: gl.constexpr = _half_layout(s_layout)
+        row_half: gl.constexpr = gl.SliceLayout(1, h_layout)
+        row_full: gl.constexpr = gl.SliceLayout(1, s_layout)
+        kv_last = kv_start + last * BLOCK_N
+        acc, p_op, m_i, l_i, pending = _chain_range(acc, p_op, m_i, l_i, pending, q_tile, k_desc, v_desc, k_smem,
+                                                    v_smem, k_bars, v_bars, empty_bars, turn_bars, off_b, off_kvh,
+                                                    offs_m, free_end, kv_last, kv_start, kv_end, N_KV, diagonal,
+                                                    qk_scale, window_left, turn_base, True, IS_CAUSAL, WINDOW,
+                                                    PRODUCER, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM,
+                                                    NUM_BUFFERS, s_layout, o_layout, base)
+        offs_h = gl.convert_layout(offs_m, row_half)
+        if pending:
+            acc, p_half, m_h, l_h = _overlap_step(acc, p_op, gl.convert_layout(m_i, row_half),
+                                                  gl.convert_layout(l_i, row_half), q_tile, k_desc, v_desc, k_smem,
+                                                  v_smem, k_bars, v_bars, empty_bars, turn_bars, off_b, off_kvh,
+                                                  offs_h, kv_last, kv_start, kv_end, N_KV, diagonal, qk_scale,
+                                                  window_left, turn_base, True, IS_CAUSAL, WINDOW, PRODUCER,
+                                                  CONSUMER, PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS,
+                                                  h_layout, o_layout, base, HALF)
+        else:
+            acc, p_half, m_h, l_h = _score_tile(acc, gl.convert_layout(m_i, row_half),
+                                                gl.convert_layout(l_i, row_half), q_tile, k_last.slice(0, HALF),
+                                                k_bars.index(lbuf), lphase, kv_last, offs_h, N_KV, diagonal,
+                                                qk_scale, window_left, turn_bars, last + turn_base, empty_bars,
+                                                base + last, NUM_BUFFERS, CONSUMER, PINGPONG, True, IS_CAUSAL,
+                                                WINDOW, BLOCK_M, HALF, dtype, h_layout, o_layout)
+        acc = _finish_tile(acc, p_half, v_last.slice(0, HALF), v_bars.index(lbuf), lphase, k_desc, v_desc, k_smem,
+                           v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, last, kv_start, kv_end, turn_bars,
+                           last + 1 + turn_base, CONSUMER, PINGPONG, BLOCK_N, NUM_BUFFERS, PRODUCER, base)
+        m_i = gl.convert_layout(m_h, row_full)
+        l_i = gl.convert_layout(l_h, row_full)
+    else:
+        acc, p_op, m_i, l_i, pending = _chain_range(acc, p_op, m_i, l_i, pending, q_tile, k_desc, v_desc, k_smem,
+                                                    v_smem, k_bars, v_bars, empty_bars, turn_bars, off_b, off_kvh,
+                                                    offs_m, free_end, kv_end, kv_start, kv_end, N_KV, diagonal,
+                                                    qk_scale, window_left, turn_base, True, IS_CAUSAL, WINDOW,
+                                                    PRODUCER, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM,
+                                                    NUM_BUFFERS, s_layout, o_layout, base)
+        if pending:                                          # the item's last P·V, alone
+            acc = _finish_tile(acc, p_op, v_last, v_bars.index(lbuf), lphase, k_desc, v_desc, k_smem, v_smem,
+                               k_bars, v_bars, empty_bars, off_b, off_kvh, last, kv_start, kv_end, turn_bars,
+                               last + 1 + turn_base, CONSUMER, PINGPONG, BLOCK_N, NUM_BUFFERS, PRODUCER, base)
+    return acc, m_i, l_i
+
+
+@gluon.jit
+def _chain_turns(kv_start, kv_end, BLOCK_N: gl.constexpr):
+    """CHAIN_RANGES: PINGPONG turns of an item: one per tile and one for its last P·V (chain_turns on the host)."""
+    n_tiles = gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N)
+    return n_tiles + (n_tiles > 0).to(gl.int32)
+
+
 @gluon.jit
 def _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars,
                 off_b, off_kvh, offs_m, kv_start, free_start, free_end, kv_end, N_KV, diagonal, qk_scale,
@@ -497,14 +623,21 @@ def _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v
                 PRODUCER: gl.constexpr, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr,
                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                 NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, base=0, turn_base=0,
-                HALF_DIAGONAL: gl.constexpr = False, next_q=None, has_next=0, Q_EARLY: gl.constexpr = False):
+                HALF_DIAGONAL: gl.constexpr = False, next_q=None, has_next=0, Q_EARLY: gl.constexpr = False,
+                CHAIN_RANGES: gl.constexpr = False):
     """The masked tiles [kv_start, free_start) at a window's left edge (none without a window), the mask-free
     ones [free_start, free_end), then the masked ones [free_end, kv_end). base, turn_base (PERSISTENT, rungs 2-4):
     the ring tiles and PINGPONG turns of the program's earlier work items. HALF_DIAGONAL (causal, rung 4's lower
     consumer): where none of its rows sees the second half of the last masked tile, that tile is half as wide
     (_attend_half_last). Q_EARLY (PERSISTENT, has_next: the program has a next item): the last range with tiles
-    loads the next item's Q (next_q) before its last P·V."""
-    if PIPELINED:
+    loads the next item's Q (next_q) before its last P·V. CHAIN_RANGES: the ranges as one pipeline (_attend_chain)."""
+    if PIPELINED and CHAIN_RANGES:
+        acc, m_i, l_i = _attend_chain(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
+                                      turn_bars, off_b, off_kvh, offs_m, kv_start, free_start, free_end, kv_end, N_KV,
+                                      diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG,
+                                      BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, turn_base,
+                                      HALF_DIAGONAL)
+    elif PIPELINED:
         # PINGPONG's turn numbers: + 1 for each earlier range with tiles (kv_range_turn_shifts on the host)
         shift_free = (gl.to_tensor(free_start) > kv_start).to(gl.int32) + turn_base
         shift_masked = shift_free + (gl.to_tensor(free_end) > free_start).to(gl.int32)
@@ -666,7 +799,7 @@ def _q_operand(q_tile, Q_REGS: gl.constexpr, s_layout: gl.constexpr):
 def _consumer(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, PIPELINED: gl.constexpr, PRODUCER: gl.constexpr,
               NUM_BUFFERS: gl.constexpr, PINGPONG: gl.constexpr, CONSUMER: gl.constexpr, num_warps: gl.constexpr,
               OWN_RANGES: gl.constexpr = False, Q_REGS: gl.constexpr = False,
-              HALF_DIAGONAL: gl.constexpr = False):
+              HALF_DIAGONAL: gl.constexpr = False, CHAIN_RANGES: gl.constexpr = False):
     """Everything but the K/V loads for consumer CONSUMER of the program (rows m_start + CONSUMER·rows of its Q
     tile ...): wait for its Q, attend to every key tile, O / l and LSE out. `args`: the kernel's tuple of its
     run-time arguments (one tuple: a partition's arguments are one tuple literal, whose constexprs must be
@@ -707,7 +840,7 @@ def _consumer(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, PIPELINED: gl
                                     empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, free_start, free_end,
                                     kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW, PIPELINED,
                                     PRODUCER, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout,
-                                    o_layout, 0, 0, HALF_DIAGONAL)
+                                    o_layout, 0, 0, HALF_DIAGONAL, None, 0, False, CHAIN_RANGES)
 
     _write_out(acc, m_i, l_i, q_smem, q_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q, dtype,
                o_layout)
@@ -873,7 +1006,8 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
                          PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr, CONSUMER: gl.constexpr,
                          SCHEDULED: gl.constexpr, num_warps: gl.constexpr, OWN_RANGES: gl.constexpr = False,
                          Q_REGS: gl.constexpr = False, Q_AHEAD: gl.constexpr = False,
-                         HALF_DIAGONAL: gl.constexpr = False, Q_EARLY: gl.constexpr = False):
+                         HALF_DIAGONAL: gl.constexpr = False, Q_EARLY: gl.constexpr = False,
+                         CHAIN_RANGES: gl.constexpr = False):
     """PERSISTENT (rungs 3-4): consumer CONSUMER over its work items (_work_item, _persistent_item). Its Q rows
     have one shared buffer: the next item's Q is loaded (by this consumer) as soon as the last wgmma that reads
     this item's Q has completed, so the load overlaps this item's epilogue; Q_EARLY: before the item's last P·V
@@ -911,7 +1045,8 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
         for count in range(n_items):
             base, turn_base = _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL, WINDOW,
                                                NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
-                                               OWN_RANGES, Q_REGS, Q_AHEAD, CONSUMER, HALF_DIAGONAL, Q_EARLY)
+                                               OWN_RANGES, Q_REGS, Q_AHEAD, CONSUMER, HALF_DIAGONAL, Q_EARLY,
+                                               CHAIN_RANGES)
     tma.store_wait(0)
 
 
@@ -920,7 +1055,8 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
                      NUM_BUFFERS: gl.constexpr, PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr,
                      CONSUMER: gl.constexpr, SCHEDULED: gl.constexpr, num_warps: gl.constexpr,
                      OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, Q_AHEAD: gl.constexpr, Q_SLOT: gl.constexpr,
-                     HALF_DIAGONAL: gl.constexpr = False, Q_EARLY: gl.constexpr = False):
+                     HALF_DIAGONAL: gl.constexpr = False, Q_EARLY: gl.constexpr = False,
+                     CHAIN_RANGES: gl.constexpr = False):
     """Consumer CONSUMER's work item `count` of its program, its Q in buffer Q_SLOT (the item's (count // 2)-th
     use of it under Q_AHEAD, its count-th otherwise): returns (base, turn_base) advanced past the item."""
     (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars,
@@ -980,6 +1116,13 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
                                     s_layout, o_layout, base, turn_base, HALF_DIAGONAL, next_q, has_next, True)
         if has_next & (kv_end <= kv_start):          # an item without key tiles had no last P·V to load it at
             _issue_q(next_q)
+    elif CHAIN_RANGES:
+        item_turns = _chain_turns(kv_start, kv_end, BLOCK_N)
+        acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_op, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+                                    empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, free_start,
+                                    free_end, kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW,
+                                    True, True, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N, HEAD_DIM, NUM_BUFFERS,
+                                    s_layout, o_layout, base, turn_base, HALF_DIAGONAL, None, 0, False, True)
     else:
         item_turns = _turns(kv_start, free_start, free_end, kv_end, BLOCK_N)
         acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_op, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
@@ -1074,7 +1217,7 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
                           PINGPONG: gl.constexpr, PERSISTENT: gl.constexpr, SCHEDULED: gl.constexpr,
                           OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, SPLIT_EMPTY: gl.constexpr,
                           Q_AHEAD: gl.constexpr, HALF_DIAGONAL: gl.constexpr, Q_EARLY: gl.constexpr,
-                          num_warps: gl.constexpr):
+                          CHAIN_RANGES: gl.constexpr, num_warps: gl.constexpr):
     """Grid (cdiv(N_Q, BLOCK_M), B·H), or PERSISTENT (rungs 3-4) at most one program per SM, each taking its
     units of the cdiv(N_Q, BLOCK_M)·BH query tiles round-robin (_units, _work_item). q_desc/o_desc: 4-D
     (B, H, N_Q, D) descriptors with (1, 1, BLOCK_M / C, D) boxes, C the rung's consumer partitions (consumers());
@@ -1097,17 +1240,20 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
     gl.static_assert(not Q_EARLY or (PERSISTENT and not OWN_RANGES and not Q_REGS and not Q_AHEAD),
                      "Q_EARLY loads a PERSISTENT program's next Q before the last P·V (not with OWN_RANGES, Q_REGS "
                      "or Q_AHEAD)")
+    gl.static_assert(not CHAIN_RANGES or (RUNG >= 2 and not OWN_RANGES and not Q_AHEAD and not Q_EARLY),
+                     "CHAIN_RANGES pipelines the key ranges of rungs 2-4 (not with OWN_RANGES, Q_AHEAD or Q_EARLY)")
     gl.static_assert(not HALF_DIAGONAL or (RUNG == 4 and not OWN_RANGES and not Q_REGS),
                      "HALF_DIAGONAL halves rung 4's lower consumer's diagonal tile (not with OWN_RANGES or Q_REGS)")
 
     if PERSISTENT:
         _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left, BH,
                     schedule_ptr, IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG,
-                    SCHEDULED, OWN_RANGES, Q_REGS, SPLIT_EMPTY, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, num_warps)
+                    SCHEDULED, OWN_RANGES, Q_REGS, SPLIT_EMPTY, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
+                    num_warps)
     else:
         _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left,
                   IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG, OWN_RANGES,
-                  Q_REGS, SPLIT_EMPTY, HALF_DIAGONAL, num_warps)
+                  Q_REGS, SPLIT_EMPTY, HALF_DIAGONAL, CHAIN_RANGES, num_warps)
 
 
 @gluon.jit
@@ -1165,7 +1311,7 @@ def _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_s
               IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, RUNG: gl.constexpr, NUM_BUFFERS: gl.constexpr,
               PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, PINGPONG: gl.constexpr,
               OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, SPLIT_EMPTY: gl.constexpr,
-              HALF_DIAGONAL: gl.constexpr, num_warps: gl.constexpr):
+              HALF_DIAGONAL: gl.constexpr, CHAIN_RANGES: gl.constexpr, num_warps: gl.constexpr):
     """One program per (query tile, batch·head): program ids (query tile, b·H + h)."""
     CONSUMERS: gl.constexpr = _consumers(RUNG)
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
@@ -1202,15 +1348,15 @@ def _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_s
     if RUNG == 4:
         gl.warp_specialize([
             (_consumer, (consumer, IS_CAUSAL, WINDOW, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 0, num_warps,
-                         OWN_RANGES, Q_REGS, HALF_DIAGONAL)),
+                         OWN_RANGES, Q_REGS, HALF_DIAGONAL, CHAIN_RANGES)),
             (_consumer, (consumer, IS_CAUSAL, WINDOW, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 1, num_warps,
-                         OWN_RANGES, Q_REGS, HALF_DIAGONAL)),
+                         OWN_RANGES, Q_REGS, HALF_DIAGONAL, CHAIN_RANGES)),
             (_producer, producer),
         ], [num_warps, 1], [CONSUMER_REGS, PRODUCER_REGS])
     elif RUNG == 3:
         gl.warp_specialize([
             (_consumer, (consumer, IS_CAUSAL, WINDOW, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 0, num_warps,
-                         False, Q_REGS)),
+                         False, Q_REGS, False, CHAIN_RANGES)),
             (_producer, producer),
         ], [1], [PRODUCER_REGS])
     else:
@@ -1218,7 +1364,7 @@ def _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_s
             _load_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, off_b, off_kvh, i, kv_start, kv_end, BLOCK_N,
                      NUM_BUFFERS)
         _consumer(consumer, IS_CAUSAL, WINDOW, PIPELINED, PRODUCER, NUM_BUFFERS, PINGPONG, 0, num_warps, False,
-                  Q_REGS)
+                  Q_REGS, False, CHAIN_RANGES)
 
     _invalidate(q_bars, k_bars, v_bars, empty_bars, turn_bars, CONSUMERS, NUM_BUFFERS, PINGPONG)
 
@@ -1229,7 +1375,7 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
                 NUM_BUFFERS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                 PINGPONG: gl.constexpr, SCHEDULED: gl.constexpr, OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr,
                 SPLIT_EMPTY: gl.constexpr, Q_AHEAD: gl.constexpr, HALF_DIAGONAL: gl.constexpr,
-                Q_EARLY: gl.constexpr, num_warps: gl.constexpr):
+                Q_EARLY: gl.constexpr, CHAIN_RANGES: gl.constexpr, num_warps: gl.constexpr):
     """PERSISTENT: the rung's partitions, each looping over the program's work items (_consumer_persistent,
     _producer_persistent); shared memory and barriers are set up once."""
     CONSUMERS: gl.constexpr = _consumers(RUNG)
@@ -1250,9 +1396,9 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
     if RUNG == 4:
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
-                                    num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY)),
+                                    num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES)),
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 1, SCHEDULED,
-                                    num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY)),
+                                    num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
                                     BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
                                     NUM_BUFFERS, SCHEDULED)),
@@ -1260,7 +1406,7 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
     else:
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
-                                    num_warps, False, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY)),
+                                    num_warps, False, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
                                     BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
                                     NUM_BUFFERS, SCHEDULED)),
@@ -1330,6 +1476,12 @@ def turns(kv_start, free_start, free_end, kv_end, BLOCK_N):
             + (kv_end > free_end))
 
 
+def chain_turns(kv_start, kv_end, BLOCK_N):
+    """The kernel's ``_chain_turns`` in plain Python: CHAIN_RANGES's PINGPONG turns of an item."""
+    n_tiles = max(-(-(kv_end - kv_start) // BLOCK_N), 0)
+    return n_tiles + (n_tiles > 0)
+
+
 def ring_slot(tile, NUM_BUFFERS):
     """(buffer, phase parity) of key tile `tile` in a ring of NUM_BUFFERS: the kernel's ``_slot`` in plain
     Python (keep the two in step), for the CPU tests."""
@@ -1375,6 +1527,9 @@ def rung_config(rung, head_dim, config=None):
                                or cfg.get("Q_AHEAD")):
         raise ValueError("Q_EARLY loads a PERSISTENT program's next Q before the item's last P·V: it needs "
                          "PERSISTENT, without OWN_RANGES, Q_REGS or Q_AHEAD")
+    if cfg.get("CHAIN_RANGES") and (rung < 2 or cfg.get("OWN_RANGES") or cfg.get("Q_AHEAD") or cfg.get("Q_EARLY")):
+        raise ValueError("CHAIN_RANGES pipelines the key ranges of rungs 2-4: it needs rung 2, 3 or 4, without "
+                         "OWN_RANGES, Q_AHEAD or Q_EARLY")
     if cfg.get("HALF_DIAGONAL") and (rung != 4 or cfg["BLOCK_N"] != 128 or cfg.get("OWN_RANGES") or cfg.get("Q_REGS")):
         raise ValueError("HALF_DIAGONAL halves the diagonal 128-key tile of rung 4's lower consumer: it needs rung 4 "
                          "and BLOCK_N=128, without OWN_RANGES or Q_REGS")
@@ -1389,7 +1544,8 @@ def _constexprs(rung, causal, cfg, window=False):
                 SCHEDULED=bool(cfg.get("SCHEDULED", False)), OWN_RANGES=bool(cfg.get("OWN_RANGES", False)),
                 Q_REGS=bool(cfg.get("Q_REGS", False)), SPLIT_EMPTY=bool(cfg.get("SPLIT_EMPTY", False)),
                 Q_AHEAD=bool(cfg.get("Q_AHEAD", False)), HALF_DIAGONAL=bool(cfg.get("HALF_DIAGONAL", False)),
-                Q_EARLY=bool(cfg.get("Q_EARLY", False)), num_warps=cfg["num_warps"])
+                Q_EARLY=bool(cfg.get("Q_EARLY", False)), CHAIN_RANGES=bool(cfg.get("CHAIN_RANGES", False)),
+                num_warps=cfg["num_warps"])
 
 
 def _options(cfg):

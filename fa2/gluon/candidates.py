@@ -99,4 +99,15 @@ CONFIGS = {
                                                               HALF_DIAGONAL=1, Q_EARLY=1)),
     "r4_n128b2_pingpong_persistent_split_early": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,
                                                           PRODUCER_REGS=32, SPLIT_EMPTY=1, Q_EARLY=1)),
+    # CHAIN_RANGES: an item's key ranges (mask-free, then masked) as one pipeline, no drain between them
+    "r4_n128b2_pingpong_persistent_split_half_chain": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,
+                                                               PRODUCER_REGS=32, SPLIT_EMPTY=1, HALF_DIAGONAL=1,
+                                                               CHAIN_RANGES=1)),
+    "r4_n128b2_pingpong_scheduled_split_chain": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,
+                                                         SCHEDULED=1, PRODUCER_REGS=32, SPLIT_EMPTY=1,
+                                                         CHAIN_RANGES=1)),
+    "r4_n128b2_pingpong_persistent_split_chain": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,
+                                                          PRODUCER_REGS=32, SPLIT_EMPTY=1, CHAIN_RANGES=1)),
+    "r4_n64b3_pingpong_persistent_chain": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1, PERSISTENT=1,
+                                                   PRODUCER_REGS=32, CHAIN_RANGES=1)),
 }

@@ -48,9 +48,10 @@ and V have empty barriers of their own, K freed once S = Q·Kᵀ is done and loa
 tiles run in two buffers (the money shot's config on the H200). ``HALF_DIAGONAL`` (rung 4, 128-key tiles): the
 lower consumer computes only the first 64 keys of the diagonal tile where its rows see no more (shipped at the
 money shot). ``Q_REGS``: Q in registers as the S wgmma's A
-operand, ``Q_AHEAD`` (persistent): two Q buffers, the next item's Q loaded a whole item ahead, and ``Q_EARLY``
-(persistent): the next item's Q loaded right after an item's last S, before its last P·V (all three measured, not
-shipped). Chapter 12 §12.11 measures each.
+operand, ``Q_AHEAD`` (persistent): two Q buffers, the next item's Q loaded a whole item ahead, ``Q_EARLY``
+(persistent): the next item's Q loaded right after an item's last S, before its last P·V, and ``CHAIN_RANGES``
+(rungs 2-4): an item's key ranges as one pipeline, without a drain between the mask-free and the masked tiles (all
+four measured, not shipped: checked, and slower or level). Chapter 12 §12.11 measures each.
 """
 
 import math

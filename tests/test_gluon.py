@@ -835,6 +835,46 @@ def test_scheduled_programs_end_together(hopper, B, H, N, BLOCK_N, window_left):
     assert all(a <= b + 2 * max(costs) for a, b in zip(heads_done, heads_done[1:]))
 
 
+@pytest.mark.parametrize("B,H,Hkv,N_Q,N_KV,BLOCK_N,causal,window_left", SCHEDULED_CASES)
+def test_table_ahead_reads_each_entry_inside_the_table(hopper, B, H, Hkv, N_Q, N_KV, BLOCK_N, causal, window_left):
+    """TABLE_AHEAD: the entries a program reads an item ahead (k = 0 .. its item count, the last one past its row)
+    are scheduled_item's units for its items, every index read lies inside the table (the read past a program's
+    last item is masked: the last program's would be one past the end), and a program with no items reads
+    nothing."""
+    table, nprog, num_m, costs = _scheduled_launch(hopper, B, H, N_Q, N_KV, BLOCK_N, causal, window_left)
+    for p in range(nprog):
+        row, n_items = int(table[p]), int(table[p + 1] - table[p])
+        for k in range(n_items + 1):
+            u, index = hopper.table_entry(table, nprog, row, k, n_items)
+            if k == n_items:
+                assert (u, index) == (0, None)
+                continue
+            assert 0 <= index < len(table)
+            pid_bh, m_start = hopper.scheduled_item(table, k, p, nprog, num_m, H, H // Hkv, 128)[3:]
+            assert u == pid_bh * num_m + m_start // 128
+    assert nprog + 1 + int(table[nprog - 1]) + int(table[nprog] - table[nprog - 1]) == len(table)
+
+
+def test_table_ahead_is_checked_and_compiles(hopper):
+    """TABLE_AHEAD needs SCHEDULED and excludes Q_AHEAD, Q_REGS and Q_EARLY (host checks; the kernel
+    static_asserts them); the planned 128-key config compiles with it for sm_90, windowed and not, without spills
+    and in the same shared memory, and its PTX differs (the table is read in other places)."""
+    for extra, match in (({"PERSISTENT": 1}, "SCHEDULED"), ({"PERSISTENT": 1, "SCHEDULED": 1, "Q_AHEAD": 1}, "Q_AHEAD"),
+                         ({"PERSISTENT": 1, "SCHEDULED": 1, "Q_REGS": 1}, "Q_REGS"),
+                         ({"PERSISTENT": 1, "SCHEDULED": 1, "Q_EARLY": 1}, "Q_EARLY")):
+        with pytest.raises(ValueError, match=match):
+            hopper.rung_config(4, 128, dict(extra, TABLE_AHEAD=1))
+    config = dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1, SCHEDULED=1, PRODUCER_REGS=32,
+                  SPLIT_EMPTY=1)
+    for window in (False, True):
+        without = hopper.compile_rung(4, 128, torch.bfloat16, True, config=config, window=window)
+        ahead = hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(config, TABLE_AHEAD=1), window=window)
+        usage = hopper.resource_usage(ahead)
+        assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
+        assert ahead.metadata.shared == without.metadata.shared
+        assert ahead.asm["ptx"] != without.asm["ptx"]
+
+
 def test_scheduled_is_checked_and_compiles(hopper):
     """SCHEDULED needs PERSISTENT (host check and the kernel's static_assert); the persistent rung-4 kernel
     compiles for sm_90 with it, windowed and not, without spills."""

@@ -913,14 +913,20 @@ def _item_count(pid, nprog, num_m, BH, PAIRED: gl.constexpr, schedule_ptr, SCHED
 
 @gluon.jit
 def _work_item(k, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL: gl.constexpr, PAIRED: gl.constexpr,
-               BLOCK_M: gl.constexpr, schedule_ptr, SCHEDULED: gl.constexpr):
+               BLOCK_M: gl.constexpr, schedule_ptr, SCHEDULED: gl.constexpr, TABLE_AHEAD: gl.constexpr = False,
+               u_ahead=0):
     """(off_b, off_h, off_kvh, pid_bh, m_start) of program pid's k-th query tile (work_item on the host). Units
     run head by head, so the units running at one time share a few heads' K and V in L2. PAIRED, unit r of a
     head is its tile num_m - 1 - r (the longest first) then tile r; with an odd num_m the middle unit's second
     tile is a phantom, m_start = num_m·BLOCK_M >= N_Q, which _item_range gives no key tiles. Unpaired under
     causal (a window), a head's tiles run longest first. SCHEDULED: item k of program pid's row of the host's
-    table, u = pid_bh·num_m + pid_m (schedule_table)."""
-    if SCHEDULED:
+    table, u = pid_bh·num_m + pid_m (schedule_table); TABLE_AHEAD: that entry, u_ahead, was loaded an item earlier
+    (_table_entry)."""
+    if SCHEDULED and TABLE_AHEAD:
+        u = u_ahead
+        per_head = num_m
+        pid_m = u % per_head
+    elif SCHEDULED:
         u = gl.load(schedule_ptr + nprog + 1 + gl.load(schedule_ptr + pid) + k)
         per_head = num_m
         pid_m = u % per_head
@@ -943,6 +949,13 @@ def _work_item(k, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL: gl.constexpr, PAIR
 
 
 @gluon.jit
+def _table_entry(schedule_ptr, nprog, row, k, n_items):
+    """TABLE_AHEAD: the table's unit for the program's item k (row: the program's offset in the table), 0 past
+    its last item (never read from the table: its row ends there)."""
+    return gl.load(schedule_ptr + nprog + 1 + row + k, mask=k < n_items, other=0)
+
+
+@gluon.jit
 def _item_range(m_start, N_Q, N_KV, window_left, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr,
                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
     """_key_range of a PERSISTENT work item; a phantom tile (m_start >= N_Q) gets an empty range."""
@@ -956,12 +969,12 @@ def _item_range(m_start, N_Q, N_KV, window_left, IS_CAUSAL: gl.constexpr, WINDOW
 @gluon.jit
 def _load_q(q_desc, q_smem, q_bars, k, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER: gl.constexpr,
             IS_CAUSAL: gl.constexpr, PAIRED: gl.constexpr, BLOCK_M: gl.constexpr, SCHEDULED: gl.constexpr,
-            SLOT: gl.constexpr):
+            SLOT: gl.constexpr, TABLE_AHEAD: gl.constexpr = False, u_ahead=0):
     """TMA load of consumer CONSUMER's Q rows of program pid's k-th work item into Q buffer (and barrier) SLOT
     (a phantom tile's rows lie past N_Q: TMA fills them with zeros)."""
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
     off_b, off_h, _, _, m_start = _work_item(k, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL, PAIRED, BLOCK_M,
-                                             schedule_ptr, SCHEDULED)
+                                             schedule_ptr, SCHEDULED, TABLE_AHEAD, u_ahead)
     mbarrier.expect(q_bars.index(SLOT), q_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(q_desc, [off_b, off_h, m_start + CONSUMER * Q_ROWS, 0], q_bars.index(SLOT),
                                     q_smem.index(SLOT))
@@ -975,8 +988,8 @@ def _next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GR
     worked out when item count starts (under SCHEDULED the table's reads are then long done by the load). The
     last item asks for itself again (never loaded: the table has no row past the program's last item)."""
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
-    off_b, off_h, _, _, m_start = _work_item(gl.minimum(count + 1, n_items - 1), pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL, PAIRED, BLOCK_M,
-                                             schedule_ptr, SCHEDULED)
+    off_b, off_h, _, _, m_start = _work_item(gl.minimum(count + 1, n_items - 1), pid, nprog, num_m, BH, H, GROUP,
+                                             IS_CAUSAL, PAIRED, BLOCK_M, schedule_ptr, SCHEDULED)
     return (q_desc, q_smem.index(CONSUMER), q_bars.index(CONSUMER), off_b, off_h, m_start + CONSUMER * Q_ROWS)
 
 
@@ -993,13 +1006,13 @@ def _issue_q(next_q):
 @gluon.jit
 def _load_next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
                  CONSUMER: gl.constexpr, IS_CAUSAL: gl.constexpr, PAIRED: gl.constexpr, BLOCK_M: gl.constexpr,
-                 SCHEDULED: gl.constexpr):
+                 SCHEDULED: gl.constexpr, TABLE_AHEAD: gl.constexpr = False, u_ahead=0):
     """PERSISTENT: once every warp of consumer CONSUMER is done reading its Q buffer, item count + 1's Q into it
     (_load_q), if the program has one."""
     if count + 1 < n_items:
         gl.thread_barrier()
         _load_q(q_desc, q_smem, q_bars, count + 1, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER,
-                IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED, CONSUMER)
+                IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED, CONSUMER, TABLE_AHEAD, u_ahead)
 
 
 @gluon.jit
@@ -1008,17 +1021,18 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
                          SCHEDULED: gl.constexpr, num_warps: gl.constexpr, OWN_RANGES: gl.constexpr = False,
                          Q_REGS: gl.constexpr = False, Q_AHEAD: gl.constexpr = False,
                          HALF_DIAGONAL: gl.constexpr = False, Q_EARLY: gl.constexpr = False,
-                         CHAIN_RANGES: gl.constexpr = False):
+                         CHAIN_RANGES: gl.constexpr = False, TABLE_AHEAD: gl.constexpr = False):
     """PERSISTENT (rungs 3-4): consumer CONSUMER over its work items (_work_item, _persistent_item). Its Q rows
     have one shared buffer: the next item's Q is loaded (by this consumer) as soon as the last wgmma that reads
     this item's Q has completed, so the load overlaps this item's epilogue; Q_EARLY: before the item's last P·V
-    (the last S is then done), so it also overlaps that P·V and the turn it waits for. Q_AHEAD: two Q buffers, item k's in
-    buffer k % 2, and item k + 1's Q loaded when item k starts (the loop takes two items a turn, so that each
-    buffer is picked by a constant index). O is staged in a buffer of its own and stored by TMA without waiting;
+    (the last S is then done), so it also overlaps that P·V and the turn it waits for. Q_AHEAD: two Q buffers,
+    item k's in buffer k % 2, and item k + 1's Q loaded when item k starts (the loop takes two items a turn, so
+    that each buffer is picked by a constant index). O is staged in a buffer of its own and stored by TMA without waiting;
     the next item waits for that store (store_wait) only before staging its own O. The K/V ring and PINGPONG's
     turns run on across items: `base` counts the tiles of earlier items, `turn_base` their turns. (Q and O
     buffers are indexed by constants: a Q buffer picked by a run-time index gave wrong scores on the H200 --
-    gpu/persistent_debug.py.)"""
+    gpu/persistent_debug.py.) TABLE_AHEAD (SCHEDULED): each item's table entry is loaded when the item before it
+    starts, so neither the item nor the next Q's load waits for a read of the table."""
     (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars,
      turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left, schedule_ptr) = args
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
@@ -1039,6 +1053,19 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
                 base, turn_base = _persistent_item(args, count + 1, n_items, base, turn_base, IS_CAUSAL, WINDOW,
                                                    NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
                                                    OWN_RANGES, Q_REGS, Q_AHEAD, 2 * CONSUMER + 1, HALF_DIAGONAL)
+    elif TABLE_AHEAD:
+        row = gl.load(schedule_ptr + pid)
+        u_cur = _table_entry(schedule_ptr, nprog, row, 0, n_items)
+        if n_items > 0:
+            _load_q(q_desc, q_smem, q_bars, 0, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER, IS_CAUSAL,
+                    PAIRED, BLOCK_M, SCHEDULED, CONSUMER, True, u_cur)
+        for count in range(n_items):
+            u_next = _table_entry(schedule_ptr, nprog, row, count + 1, n_items)     # read while this item runs
+            base, turn_base = _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL, WINDOW,
+                                               NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
+                                               OWN_RANGES, Q_REGS, Q_AHEAD, CONSUMER, HALF_DIAGONAL, Q_EARLY,
+                                               CHAIN_RANGES, True, u_cur, u_next)
+            u_cur = u_next
     else:
         if n_items > 0:
             _load_q(q_desc, q_smem, q_bars, 0, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER, IS_CAUSAL,
@@ -1057,7 +1084,7 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
                      CONSUMER: gl.constexpr, SCHEDULED: gl.constexpr, num_warps: gl.constexpr,
                      OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, Q_AHEAD: gl.constexpr, Q_SLOT: gl.constexpr,
                      HALF_DIAGONAL: gl.constexpr = False, Q_EARLY: gl.constexpr = False,
-                     CHAIN_RANGES: gl.constexpr = False):
+                     CHAIN_RANGES: gl.constexpr = False, TABLE_AHEAD: gl.constexpr = False, u_cur=0, u_next=0):
     """Consumer CONSUMER's work item `count` of its program, its Q in buffer Q_SLOT (the item's (count // 2)-th
     use of it under Q_AHEAD, its count-th otherwise): returns (base, turn_base) advanced past the item."""
     (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars,
@@ -1077,7 +1104,7 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
     PAIRED: gl.constexpr = IS_CAUSAL and not WINDOW and not SCHEDULED      # _units
 
     off_b, off_h, off_kvh, pid_bh, m_prog = _work_item(count, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL,
-                                                       PAIRED, BLOCK_M, schedule_ptr, SCHEDULED)
+                                                       PAIRED, BLOCK_M, schedule_ptr, SCHEDULED, TABLE_AHEAD, u_cur)
     kv_start, free_start, free_end, kv_end = _item_range(m_prog, N_Q, N_KV, window_left, IS_CAUSAL, WINDOW,
                                                          BLOCK_M, BLOCK_N)
     if Q_AHEAD:
@@ -1133,7 +1160,7 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
                                     s_layout, o_layout, base, turn_base, HALF_DIAGONAL)
     if not Q_REGS and not Q_AHEAD and not Q_EARLY:   # every wgmma reading this Q is done: the next item's
         _load_next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
-                     CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED)
+                     CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED, TABLE_AHEAD, u_next)
     tma.store_wait(0)                                # the previous item's O has left o_buf
     _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q, dtype,
                o_layout)
@@ -1144,16 +1171,25 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
 def _producer_persistent(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m, BH, H,
                          GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL: gl.constexpr,
                          WINDOW: gl.constexpr, BLOCK_M: gl.constexpr, NUM_BUFFERS: gl.constexpr,
-                         SCHEDULED: gl.constexpr):
+                         SCHEDULED: gl.constexpr, TABLE_AHEAD: gl.constexpr = False):
     """PERSISTENT: the producer's loads of every key tile of every work item of the program (_work_item), in the
     consumers' order, into one ring whose tile count runs on across items (so it loads the next item's first
-    tiles while the consumers finish the current one)."""
+    tiles while the consumers finish the current one). TABLE_AHEAD: each item's table entry read an item ahead."""
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
     PAIRED: gl.constexpr = IS_CAUSAL and not WINDOW and not SCHEDULED      # _units
     base = 0
-    for k in range(_item_count(pid, nprog, num_m, BH, PAIRED, schedule_ptr, SCHEDULED)):
+    n_items = _item_count(pid, nprog, num_m, BH, PAIRED, schedule_ptr, SCHEDULED)
+    row = 0
+    u_next = 0
+    if TABLE_AHEAD:
+        row = gl.load(schedule_ptr + pid)
+        u_next = _table_entry(schedule_ptr, nprog, row, 0, n_items)
+    for k in range(n_items):
+        u_cur = u_next
+        if TABLE_AHEAD:
+            u_next = _table_entry(schedule_ptr, nprog, row, k + 1, n_items)
         off_b, off_h, off_kvh, pid_bh, m_prog = _work_item(k, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL, PAIRED,
-                                                           BLOCK_M, schedule_ptr, SCHEDULED)
+                                                           BLOCK_M, schedule_ptr, SCHEDULED, TABLE_AHEAD, u_cur)
         kv_start, free_start, free_end, kv_end = _item_range(m_prog, N_Q, N_KV, window_left, IS_CAUSAL, WINDOW,
                                                              BLOCK_M, BLOCK_N)
         n_tiles = gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N)
@@ -1218,7 +1254,7 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
                           PINGPONG: gl.constexpr, PERSISTENT: gl.constexpr, SCHEDULED: gl.constexpr,
                           OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, SPLIT_EMPTY: gl.constexpr,
                           Q_AHEAD: gl.constexpr, HALF_DIAGONAL: gl.constexpr, Q_EARLY: gl.constexpr,
-                          CHAIN_RANGES: gl.constexpr, num_warps: gl.constexpr):
+                          CHAIN_RANGES: gl.constexpr, TABLE_AHEAD: gl.constexpr, num_warps: gl.constexpr):
     """Grid (cdiv(N_Q, BLOCK_M), B·H), or PERSISTENT (rungs 3-4) at most one program per SM, each taking its
     units of the cdiv(N_Q, BLOCK_M)·BH query tiles round-robin (_units, _work_item). q_desc/o_desc: 4-D
     (B, H, N_Q, D) descriptors with (1, 1, BLOCK_M / C, D) boxes, C the rung's consumer partitions (consumers());
@@ -1243,6 +1279,8 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
                      "or Q_AHEAD)")
     gl.static_assert(not CHAIN_RANGES or (RUNG >= 2 and not OWN_RANGES and not Q_AHEAD and not Q_EARLY),
                      "CHAIN_RANGES pipelines the key ranges of rungs 2-4 (not with OWN_RANGES, Q_AHEAD or Q_EARLY)")
+    gl.static_assert(not TABLE_AHEAD or (SCHEDULED and not Q_AHEAD and not Q_REGS and not Q_EARLY),
+                     "TABLE_AHEAD reads a SCHEDULED launch's table an item ahead (not with Q_AHEAD, Q_REGS or Q_EARLY)")
     gl.static_assert(not HALF_DIAGONAL or (RUNG == 4 and not OWN_RANGES and not Q_REGS),
                      "HALF_DIAGONAL halves rung 4's lower consumer's diagonal tile (not with OWN_RANGES or Q_REGS)")
 
@@ -1250,7 +1288,7 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
         _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left, BH,
                     schedule_ptr, IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG,
                     SCHEDULED, OWN_RANGES, Q_REGS, SPLIT_EMPTY, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
-                    num_warps)
+                    TABLE_AHEAD, num_warps)
     else:
         _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left,
                   IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG, OWN_RANGES,
@@ -1376,7 +1414,8 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
                 NUM_BUFFERS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                 PINGPONG: gl.constexpr, SCHEDULED: gl.constexpr, OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr,
                 SPLIT_EMPTY: gl.constexpr, Q_AHEAD: gl.constexpr, HALF_DIAGONAL: gl.constexpr,
-                Q_EARLY: gl.constexpr, CHAIN_RANGES: gl.constexpr, num_warps: gl.constexpr):
+                Q_EARLY: gl.constexpr, CHAIN_RANGES: gl.constexpr, TABLE_AHEAD: gl.constexpr,
+                num_warps: gl.constexpr):
     """PERSISTENT: the rung's partitions, each looping over the program's work items (_consumer_persistent,
     _producer_persistent); shared memory and barriers are set up once."""
     CONSUMERS: gl.constexpr = _consumers(RUNG)
@@ -1397,20 +1436,23 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
     if RUNG == 4:
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
-                                    num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES)),
+                                    num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
+                                    TABLE_AHEAD)),
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 1, SCHEDULED,
-                                    num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES)),
+                                    num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
+                                    TABLE_AHEAD)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
                                     BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
-                                    NUM_BUFFERS, SCHEDULED)),
+                                    NUM_BUFFERS, SCHEDULED, TABLE_AHEAD)),
         ], [num_warps, 1], [CONSUMER_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
-                                    num_warps, False, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES)),
+                                    num_warps, False, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
+                                    TABLE_AHEAD)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
                                     BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
-                                    NUM_BUFFERS, SCHEDULED)),
+                                    NUM_BUFFERS, SCHEDULED, TABLE_AHEAD)),
         ], [1], [PRODUCER_REGS])
 
     _invalidate(q_bars, k_bars, v_bars, empty_bars, turn_bars, CONSUMERS, NUM_BUFFERS, PINGPONG)
@@ -1531,6 +1573,10 @@ def rung_config(rung, head_dim, config=None):
     if cfg.get("CHAIN_RANGES") and (rung < 2 or cfg.get("OWN_RANGES") or cfg.get("Q_AHEAD") or cfg.get("Q_EARLY")):
         raise ValueError("CHAIN_RANGES pipelines the key ranges of rungs 2-4: it needs rung 2, 3 or 4, without "
                          "OWN_RANGES, Q_AHEAD or Q_EARLY")
+    if cfg.get("TABLE_AHEAD") and (not cfg.get("SCHEDULED") or cfg.get("Q_AHEAD") or cfg.get("Q_REGS")
+                                   or cfg.get("Q_EARLY")):
+        raise ValueError("TABLE_AHEAD reads a SCHEDULED launch's work table an item ahead: it needs SCHEDULED, "
+                         "without Q_AHEAD, Q_REGS or Q_EARLY")
     if cfg.get("HALF_DIAGONAL") and (rung != 4 or cfg["BLOCK_N"] != 128 or cfg.get("OWN_RANGES") or cfg.get("Q_REGS")):
         raise ValueError("HALF_DIAGONAL halves the diagonal 128-key tile of rung 4's lower consumer: it needs rung 4 "
                          "and BLOCK_N=128, without OWN_RANGES or Q_REGS")
@@ -1546,7 +1592,7 @@ def _constexprs(rung, causal, cfg, window=False):
                 Q_REGS=bool(cfg.get("Q_REGS", False)), SPLIT_EMPTY=bool(cfg.get("SPLIT_EMPTY", False)),
                 Q_AHEAD=bool(cfg.get("Q_AHEAD", False)), HALF_DIAGONAL=bool(cfg.get("HALF_DIAGONAL", False)),
                 Q_EARLY=bool(cfg.get("Q_EARLY", False)), CHAIN_RANGES=bool(cfg.get("CHAIN_RANGES", False)),
-                num_warps=cfg["num_warps"])
+                TABLE_AHEAD=bool(cfg.get("TABLE_AHEAD", False)), num_warps=cfg["num_warps"])
 
 
 def _options(cfg):
@@ -1730,6 +1776,15 @@ def scheduled_item(table, k, pid, nprog, num_m, H, GROUP, BLOCK_M):
     pid_bh, pid_m = u // num_m, u % num_m
     off_h = pid_bh % H
     return pid_bh // H, off_h, off_h // GROUP, pid_bh, pid_m * BLOCK_M
+
+
+def table_entry(table, nprog, row, k, n_items):
+    """The kernel's TABLE_AHEAD ``_table_entry`` in plain Python: (the unit of the program's item k, the table
+    index it reads), or (0, None) past the program's last item, where the masked load reads nothing."""
+    if k >= n_items:
+        return 0, None
+    index = nprog + 1 + row + k
+    return int(table[index]), index
 
 
 def work_item(k, pid, nprog, num_m, BH, H, GROUP, causal, BLOCK_M, paired=None):

@@ -110,4 +110,13 @@ CONFIGS = {
                                                           PRODUCER_REGS=32, SPLIT_EMPTY=1, CHAIN_RANGES=1)),
     "r4_n64b3_pingpong_persistent_chain": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1, PERSISTENT=1,
                                                    PRODUCER_REGS=32, CHAIN_RANGES=1)),
+    # TABLE_AHEAD: a SCHEDULED program reads each item's table entry an item ahead (no table read on its path)
+    "r4_n128b2_pingpong_scheduled_split_half_ahead": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,
+                                                              SCHEDULED=1, PRODUCER_REGS=32, SPLIT_EMPTY=1,
+                                                              HALF_DIAGONAL=1, TABLE_AHEAD=1)),
+    "r4_n128b2_pingpong_scheduled_split_ahead": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,
+                                                         SCHEDULED=1, PRODUCER_REGS=32, SPLIT_EMPTY=1,
+                                                         TABLE_AHEAD=1)),
+    "r4_n64b3_pingpong_scheduled_ahead": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1, PERSISTENT=1, SCHEDULED=1,
+                                                  PRODUCER_REGS=32, TABLE_AHEAD=1)),
 }

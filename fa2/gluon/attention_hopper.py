@@ -49,9 +49,10 @@ tiles run in two buffers (the money shot's config on the H200). ``HALF_DIAGONAL`
 lower consumer computes only the first 64 keys of the diagonal tile where its rows see no more (shipped at the
 money shot). ``Q_REGS``: Q in registers as the S wgmma's A
 operand, ``Q_AHEAD`` (persistent): two Q buffers, the next item's Q loaded a whole item ahead, ``Q_EARLY``
-(persistent): the next item's Q loaded right after an item's last S, before its last P·V, and ``CHAIN_RANGES``
-(rungs 2-4): an item's key ranges as one pipeline, without a drain between the mask-free and the masked tiles (all
-four measured, not shipped: checked, and slower or level). Chapter 12 §12.11 measures each.
+(persistent): the next item's Q loaded right after an item's last S, before its last P·V, ``CHAIN_RANGES``
+(rungs 2-4): an item's key ranges as one pipeline, without a drain between the mask-free and the masked tiles, and
+``TABLE_AHEAD`` (SCHEDULED): each item's table entry read an item ahead (all five measured and checked, not
+shipped: slower, level, or faster by less than the table's 3 %). Chapter 12 §12.11 measures each.
 """
 
 import math

@@ -2,6 +2,8 @@
 not (book/results/short_causal.md; an H200).
 
     python gpu/short_causal_ncu.py OUT        # runs itself under ncu: OUT/short_causal_ncu.csv, OUT/ncu.log
+    python gpu/short_causal_ncu.py OUT NAME,NAME,...   # causal only: these Gluon candidates (fa2/gluon/candidates.py)
+                                                       # and cuDNN -> OUT/short_causal_configs_ncu.csv
 
 Per mask: fa2.attention (the Gluon table's choice, rung 1 at the causal shape), the Gluon rung-1 config with 64-row
 tiles, chapter 6's kernel, and SDPA's cuDNN backend; one call each after warm-up calls (cudaProfilerStart/Stop
@@ -34,6 +36,24 @@ METRICS = ["gpu__time_duration.sum", "sm__cycles_elapsed.max", "smsp__inst_execu
            "smsp__issue_active.avg.pct_of_peak_sustained_active"]
 
 
+def target_named(names):
+    """Causal only: each named Gluon candidate, then cuDNN."""
+    from fa2.gluon.candidates import CONFIGS
+    from fa2.plan import GluonPlan
+    from fa2.validate import softmax_scale
+
+    B, H, N, D = SHAPE
+    q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    plans = [GluonPlan(q, k, v, True, softmax_scale(D, None), (CONFIGS[name][0], dict(CONFIGS[name][1])))
+             for name in names]
+
+    def cudnn():
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    for fn in [lambda plan=plan: plan(q, k, v) for plan in plans] + [cudnn]:
+        base.profiled_call(lambda x: fn(), None, warmup=10)
+
+
 def target():
     import fa2
     from fa2.gluon.candidates import CONFIGS
@@ -56,7 +76,12 @@ def target():
 
 
 if __name__ == "__main__":
+    import os
     if sys.argv[1] == "--target":
-        target()
+        names = os.environ.get("SHORT_CAUSAL_CONFIGS")
+        target_named(names.split(",")) if names else target()
+    elif len(sys.argv) > 2:                      # the named candidates reach the target through the environment
+        os.environ["SHORT_CAUSAL_CONFIGS"] = sys.argv[2]
+        base.profile(sys.argv[1], "short_causal_configs_ncu.csv", __file__, METRICS)
     else:
         base.profile(sys.argv[1], "short_causal_ncu.csv", __file__, METRICS)

@@ -1,5 +1,6 @@
 # Sourced by the scripts that check new Gluon candidates by name and then time them (short_causal.sh, qahead.sh,
-# half_diagonal.sh, q_early.sh). They set G (a scratch folder), LOG and OUT first.
+# half_diagonal.sh, q_early.sh, chain.sh, table_ahead.sh). They set G (a scratch folder), LOG and OUT first
+# (check_and_time sets G and LOG itself).
 
 # check_named LIMIT NAME...: gpu/gluon_check.py's 96 fp64 cases for each named candidate of
 # fa2/gluon/candidates.py (its rung and KEY=VALUE overrides), one process each, side by side, each under LIMIT
@@ -36,4 +37,28 @@ ab_twice() {
     echo "[${SECONDS}s] run $i rc $?" | tee -a $LOG
     cp /tmp/ab$i/money_ab.csv $OUT/$1_ab_$i.csv
   done
+}
+
+# check_and_time TAG "NEW ..." BASELINES SHAPES: the NEW candidates against fp64 -- check_named's 96 cases and
+# gpu/gluon_window.py's 12 window cases, side by side -- then ab_twice TAG with the comma list BASELINES and the
+# candidates that passed both, at the comma list SHAPES. Logged to $OUT/TAG.log; the window check goes to
+# $OUT/gluon_window_check.csv. (half_diagonal.sh, q_early.sh, chain.sh, table_ahead.sh)
+check_and_time() {
+  local tag=$1 new=$2 K=$3 shapes=$4 name pw
+  G=/tmp/gluon
+  mkdir -p $G
+  LOG=$OUT/$tag.log
+  nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee $LOG
+  timeout -k 5 200 python3 gpu/gluon_window.py $G 180 ${new// /,} > $G/window.log 2>&1 &
+  pw=$!
+  check_named 200 $new
+  wait $pw
+  grep "passed every case" $G/window.log | tee -a $LOG
+  for name in $PASSED; do
+    grep "passed every case" $G/window.log | grep -q "'$name'" && K=$K,$name
+  done
+  grep -h "fail\|Error" $G/window.log | head -5 | tee -a $LOG
+  cp $G/gluon_window_check.csv $OUT/ 2>/dev/null
+  echo "[${SECONDS}s] timing: $K" | tee -a $LOG
+  ab_twice $tag 100 $K $shapes
 }

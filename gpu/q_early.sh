@@ -9,23 +9,8 @@
 # Results under $OUT: early.log, gluon_check.csv, gluon_resources.csv, gluon_window_check.csv, early_ab_1.csv,
 # early_ab_2.csv
 source gpu/env.sh || exit 1
+source gpu/candidates.sh
 SECONDS=0
 NEW="r4_n128b2_pingpong_persistent_split_half_early r4_n128b2_pingpong_scheduled_split_half_early r4_n128b2_pingpong_persistent_split_early"
 K=r4_n128b2_pingpong_persistent_split_half,r4_n128b2_pingpong_scheduled_split_half,r4_n128b2_pingpong_persistent_split
-G=/tmp/gluon
-mkdir -p $G
-LOG=$OUT/early.log
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee $LOG
-timeout -k 5 200 python3 gpu/gluon_window.py $G 180 ${NEW// /,} > $G/window.log 2>&1 &
-pw=$!
-source gpu/candidates.sh
-check_named 200 $NEW
-wait $pw
-grep "passed every case" $G/window.log | tee -a $LOG
-for name in $PASSED; do
-  grep "passed every case" $G/window.log | grep -q "'$name'" && K=$K,$name
-done
-grep -h "fail\|Error" $G/window.log | head -5 | tee -a $LOG
-cp $G/gluon_window_check.csv $OUT/ 2>/dev/null
-echo "[${SECONDS}s] timing: $K" | tee -a $LOG
-ab_twice early 100 $K 8x32x2048x128c,1x32x8192x128c,32x32x512x128c
+check_and_time early "$NEW" $K 8x32x2048x128c,1x32x8192x128c,32x32x512x128c

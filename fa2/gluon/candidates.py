@@ -119,4 +119,9 @@ CONFIGS = {
                                                          TABLE_AHEAD=1)),
     "r4_n64b3_pingpong_scheduled_ahead": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1, PERSISTENT=1, SCHEDULED=1,
                                                   PRODUCER_REGS=32, TABLE_AHEAD=1)),
+    # the table's persistent config without PINGPONG: the two consumers issue their wgmmas without taking turns
+    "r4_n128b2_persistent_split_half": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PERSISTENT=1, PRODUCER_REGS=32,
+                                                SPLIT_EMPTY=1, HALF_DIAGONAL=1)),
+    "r4_n128b2_persistent_split": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PERSISTENT=1, PRODUCER_REGS=32,
+                                           SPLIT_EMPTY=1)),
 }

@@ -1,5 +1,5 @@
 # Sourced by the scripts that check new Gluon candidates by name and then time them (short_causal.sh, qahead.sh,
-# half_diagonal.sh, q_early.sh, chain.sh, table_ahead.sh). They set G (a scratch folder), LOG and OUT first
+# half_diagonal.sh, q_early.sh, chain.sh, table_ahead.sh, nopp.sh). They set G (a scratch folder), LOG and OUT first
 # (check_and_time sets G and LOG itself).
 
 # check_named LIMIT NAME...: gpu/gluon_check.py's 96 fp64 cases for each named candidate of
@@ -42,7 +42,7 @@ ab_twice() {
 # check_and_time TAG "NEW ..." BASELINES SHAPES: the NEW candidates against fp64 -- check_named's 96 cases and
 # gpu/gluon_window.py's 12 window cases, side by side -- then ab_twice TAG with the comma list BASELINES and the
 # candidates that passed both, at the comma list SHAPES. Logged to $OUT/TAG.log; the window check goes to
-# $OUT/gluon_window_check.csv. (half_diagonal.sh, q_early.sh, chain.sh, table_ahead.sh)
+# $OUT/gluon_window_check.csv. (half_diagonal.sh, q_early.sh, chain.sh, table_ahead.sh, nopp.sh)
 check_and_time() {
   local tag=$1 new=$2 K=$3 shapes=$4 name pw
   G=/tmp/gluon

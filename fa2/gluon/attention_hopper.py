@@ -923,12 +923,11 @@ def _work_item(k, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL: gl.constexpr, PAIR
     causal (a window), a head's tiles run longest first. SCHEDULED: item k of program pid's row of the host's
     table, u = pid_bh·num_m + pid_m (schedule_table); TABLE_AHEAD: that entry, u_ahead, was loaded an item earlier
     (_table_entry)."""
-    if SCHEDULED and TABLE_AHEAD:
-        u = u_ahead
-        per_head = num_m
-        pid_m = u % per_head
-    elif SCHEDULED:
-        u = gl.load(schedule_ptr + nprog + 1 + gl.load(schedule_ptr + pid) + k)
+    if SCHEDULED:
+        if TABLE_AHEAD:
+            u = u_ahead
+        else:
+            u = gl.load(schedule_ptr + nprog + 1 + gl.load(schedule_ptr + pid) + k)
         per_head = num_m
         pid_m = u % per_head
     elif PAIRED:
@@ -1054,28 +1053,23 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
                 base, turn_base = _persistent_item(args, count + 1, n_items, base, turn_base, IS_CAUSAL, WINDOW,
                                                    NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
                                                    OWN_RANGES, Q_REGS, Q_AHEAD, 2 * CONSUMER + 1, HALF_DIAGONAL)
-    elif TABLE_AHEAD:
-        row = gl.load(schedule_ptr + pid)
-        u_cur = _table_entry(schedule_ptr, nprog, row, 0, n_items)
-        if n_items > 0:
-            _load_q(q_desc, q_smem, q_bars, 0, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER, IS_CAUSAL,
-                    PAIRED, BLOCK_M, SCHEDULED, CONSUMER, True, u_cur)
-        for count in range(n_items):
-            u_next = _table_entry(schedule_ptr, nprog, row, count + 1, n_items)     # read while this item runs
-            base, turn_base = _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL, WINDOW,
-                                               NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
-                                               OWN_RANGES, Q_REGS, Q_AHEAD, CONSUMER, HALF_DIAGONAL, Q_EARLY,
-                                               CHAIN_RANGES, True, u_cur, u_next)
-            u_cur = u_next
     else:
+        row = 0
+        u_next = 0
+        if TABLE_AHEAD:
+            row = gl.load(schedule_ptr + pid)
+            u_next = _table_entry(schedule_ptr, nprog, row, 0, n_items)
         if n_items > 0:
             _load_q(q_desc, q_smem, q_bars, 0, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER, IS_CAUSAL,
-                    PAIRED, BLOCK_M, SCHEDULED, CONSUMER)
+                    PAIRED, BLOCK_M, SCHEDULED, CONSUMER, TABLE_AHEAD, u_next)
         for count in range(n_items):
+            u_cur = u_next
+            if TABLE_AHEAD:                          # the next item's entry, read while this item runs
+                u_next = _table_entry(schedule_ptr, nprog, row, count + 1, n_items)
             base, turn_base = _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL, WINDOW,
                                                NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
                                                OWN_RANGES, Q_REGS, Q_AHEAD, CONSUMER, HALF_DIAGONAL, Q_EARLY,
-                                               CHAIN_RANGES)
+                                               CHAIN_RANGES, TABLE_AHEAD, u_cur, u_next)
     tma.store_wait(0)
 
 

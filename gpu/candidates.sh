@@ -1,6 +1,15 @@
 # Sourced by the scripts that check new Gluon candidates by name and then time them (short_causal.sh, qahead.sh,
-# half_diagonal.sh, q_early.sh, chain.sh, table_ahead.sh, nopp.sh). They set G (a scratch folder), LOG and OUT first
-# (check_and_time sets G and LOG itself).
+# half_diagonal.sh, q_early.sh, chain.sh, table_ahead.sh, nopp.sh). They set OUT, and G (a scratch folder) and LOG
+# with start_log (check_and_time calls it itself).
+
+# start_log TAG: the scratch folder G (/tmp/gluon) and LOG ($OUT/TAG.log), which starts with the GPU's clocks,
+# temperature and power.
+start_log() {
+  G=/tmp/gluon
+  mkdir -p $G
+  LOG=$OUT/$1.log
+  nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee $LOG
+}
 
 # check_named LIMIT NAME...: gpu/gluon_check.py's 96 fp64 cases for each named candidate of
 # fa2/gluon/candidates.py (its rung and KEY=VALUE overrides), one process each, side by side, each under LIMIT
@@ -45,10 +54,7 @@ ab_twice() {
 # $OUT/gluon_window_check.csv. (half_diagonal.sh, q_early.sh, chain.sh, table_ahead.sh, nopp.sh)
 check_and_time() {
   local tag=$1 new=$2 K=$3 shapes=$4 name pw
-  G=/tmp/gluon
-  mkdir -p $G
-  LOG=$OUT/$tag.log
-  nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee $LOG
+  start_log $tag
   timeout -k 5 200 python3 gpu/gluon_window.py $G 180 ${new// /,} > $G/window.log 2>&1 &
   pw=$!
   check_named 200 $new

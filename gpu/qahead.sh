@@ -10,11 +10,8 @@ source gpu/env.sh || exit 1
 SECONDS=0
 NEW="r4_n128b2_pingpong_persistent_split_qahead r4_n128b2_pingpong_scheduled_split_qahead r4_n64b3_pingpong_persistent_own_qahead"
 K=r4_n128b2_pingpong_persistent_split,r4_n128b2_pingpong_scheduled_split,r4_n64b3_pingpong_persistent_own
-G=/tmp/gluon
-mkdir -p $G
-LOG=$OUT/qahead.log
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee $LOG
 source gpu/candidates.sh
+start_log qahead
 check_named 240 $NEW
 for name in $PASSED; do K=$K,$name; done
 echo "[${SECONDS}s] timing: $K" | tee -a $LOG

@@ -12,11 +12,8 @@ source gpu/env.sh || exit 1
 SECONDS=0
 NEW="r1_m128n64b2w8 r2_m64n64b2w4 r2_m64n128b2w4 r2_m128n64b2w4 r2_m128n64b2w8 r2_m128n64b2w8r128"
 K=r1_m128n64b2w4,r1_m64n128b2w4,r4_n128b3_pingpong
-G=/tmp/gluon
-mkdir -p $G
-LOG=$OUT/short_causal.log
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee $LOG
 source gpu/candidates.sh
+start_log short_causal
 check_named 240 $NEW
 for name in $PASSED; do K=$K,$name; done
 echo "[${SECONDS}s] timing: $K" | tee -a $LOG

@@ -835,6 +835,67 @@ def test_scheduled_programs_end_together(hopper, B, H, N, BLOCK_N, window_left):
     assert all(a <= b + 2 * max(costs) for a, b in zip(heads_done, heads_done[1:]))
 
 
+def _program_loads(hopper, table, nprog, num_m, H, costs):
+    """Each program's modelled work (item_costs) in a SCHEDULED table, read as the kernel reads it."""
+    return [sum(costs[hopper.scheduled_item(table, k, p, nprog, num_m, H, 1, 128)[4] // 128]
+                for k in range(int(table[p + 1] - table[p]))) for p in range(nprog)]
+
+
+@pytest.mark.parametrize("B,H,N_Q,N_KV,BLOCK_N", [(32, 32, 512, 512, 128), (8, 32, 2048, 2048, 128),
+                                                  (1, 32, 8192, 8192, 128), (8, 16, 2048, 2048, 64),
+                                                  (3, 5, 1100, 1000, 128), (2, 4, 1000, 1000, 64),
+                                                  (1, 1, 300, 300, 64)])
+def test_paired_schedule_table_keeps_the_pairs_and_plans_the_last_round(hopper, B, H, N_Q, N_KV, BLOCK_N):
+    """SCHEDULED=2's table (paired_schedule_table) hands out every real query tile once; every whole round is the
+    paired launch's (_work_item PAIRED: program p's first items are its units p, p + nprog, ... in the kernel's
+    order, when both launches run as many programs); and its busiest program has no more modelled work than the
+    paired launch's, and at most 1.3 % more than the mean at (32, 32, 512, 128), where the pairs leave 3.1 %."""
+    num_m = -(-N_Q // 128)
+    nprog = min(132, num_m * B * H)                  # gluon_launch: a SCHEDULED launch's programs
+    costs = hopper.item_costs(num_m, N_Q, N_KV, 128, BLOCK_N, True)
+    table = hopper.paired_schedule_table(costs, B * H, nprog)
+    offsets = table[:nprog + 1].tolist()
+    items = [[hopper.scheduled_item(table, k, p, nprog, num_m, H, 1, 128)[3:] for k in range(b - a)]
+             for p, (a, b) in enumerate(zip(offsets, offsets[1:]))]
+    assert sorted(item for row in items for item in row) == [(bh, m * 128) for bh in range(B * H)
+                                                              for m in range(num_m)]
+    paired_nprog = min(132, hopper.units(num_m, B * H, True))
+    paired = [[hopper.work_item(k, p, paired_nprog, num_m, B * H, H, 1, True, 128)[3:]
+               for k in range(hopper.item_count(p, paired_nprog, num_m, B * H, True))] for p in range(paired_nprog)]
+    paired = [[item for item in row if item[1] < num_m * 128] for row in paired]       # no phantom tiles
+    if paired_nprog == nprog:
+        whole = hopper.units(num_m, B * H, True) // nprog * (2 if num_m > 1 else 1)
+        for p in range(nprog):
+            assert items[p][:whole] == paired[p][:whole]
+    loads = _program_loads(hopper, table, nprog, num_m, H, costs)
+    paired_loads = [sum(costs[m // 128] for _, m in row) for row in paired]
+    assert max(loads) <= max(paired_loads)
+    if (B, H, N_Q) == (32, 32, 512):
+        mean = sum(loads) / nprog
+        assert max(loads) <= 1.013 * mean and max(paired_loads) >= 1.03 * mean, (max(loads), mean, max(paired_loads))
+
+
+def test_scheduled_2_launch_passes_the_paired_table(hopper, monkeypatch):
+    """gluon_launch with SCHEDULED=2: causal without a window, the table is paired_schedule_table's (the kernel
+    itself compiles as for SCHEDULED=1); with a window or without causal, schedule_table's."""
+    monkeypatch.setattr(hopper, "_sm_count", lambda device: 132)
+    q = torch.zeros(4, 40, 1000, 64, dtype=torch.bfloat16)
+    config = dict(BLOCK_N=64, NUM_BUFFERS=3, PERSISTENT=1, SCHEDULED=2, PRODUCER_REGS=32)
+    launch = lambda causal, window_left=-1: hopper.gluon_launch(q, q, q, torch.empty_like(q), causal, 0.125, 4, config,
+                                                                window_left=window_left)
+    grid, _, scalars, constexprs, _ = launch(True)
+    costs = hopper.item_costs(8, 1000, 1000, 128, 64, True)
+    assert grid == (132, 1, 1) and constexprs["SCHEDULED"] is True
+    assert torch.equal(scalars[-1], hopper.paired_schedule_table(costs, 160, 132))
+    assert not torch.equal(scalars[-1], hopper.schedule_table(costs, 160, 132, True))
+    _, _, scalars, _, _ = launch(True, 100)
+    window_costs = hopper.item_costs(8, 1000, 1000, 128, 64, True, 100)
+    assert torch.equal(scalars[-1], hopper.schedule_table(window_costs, 160, 132, True))
+    _, _, scalars, _, _ = launch(False)
+    assert torch.equal(scalars[-1], hopper.schedule_table(hopper.item_costs(8, 1000, 1000, 128, 64, False), 160, 132,
+                                                          False))
+
+
 @pytest.mark.parametrize("B,H,Hkv,N_Q,N_KV,BLOCK_N,causal,window_left", SCHEDULED_CASES)
 def test_table_ahead_reads_each_entry_inside_the_table(hopper, B, H, Hkv, N_Q, N_KV, BLOCK_N, causal, window_left):
     """TABLE_AHEAD: the entries a program reads an item ahead (k = 0 .. its item count, the last one past its row)

@@ -42,7 +42,9 @@ checked on the H200 (gpu/gluon_window.py) and dispatched for windowed calls from
 (no window) in units of a head's k-th longest and k-th shortest tile (equal key-tile counts); checked on the H200
 (96/96 and the 12 window cases), faster than the one-tile grid at 6 of the 10 headline shapes and within 1 % at
 the rest, a candidate of the table (r4_n64b3_pingpong_persistent); under a window 1.2 % slower
-(book/results/gluon_persistent.md). ``SCHEDULED`` (persistent): work items from a table the host plans.
+(book/results/gluon_persistent.md). ``SCHEDULED`` (persistent): work items from a table the host plans
+(schedule_table; ``SCHEDULED=2`` under causal without a window: the paired order, its last round planned,
+paired_schedule_table).
 ``OWN_RANGES`` (rung 4): each consumer attends only to its own rows' key range. ``SPLIT_EMPTY`` (rungs 3-4): K
 and V have empty barriers of their own, K freed once S = Q·Kᵀ is done and loaded a step ahead of V, so 128-key
 tiles run in two buffers (the money shot's config on the H200). ``HALF_DIAGONAL`` (rung 4, 128-key tiles): the
@@ -1694,7 +1696,11 @@ def gluon_launch(q, k, v, o, causal, scale, rung, config, window_left=-1):
         grid = (programs, 1, 1)
         if cfg.get("SCHEDULED"):
             costs = item_costs(num_m, N_Q, N_KV, cfg["BLOCK_M"], cfg["BLOCK_N"], causal, window_left)
-            schedule = schedule_table(costs, B * H, programs, causal).to(q.device)
+            if cfg["SCHEDULED"] == 2 and causal and window_left < 0:
+                schedule = paired_schedule_table(costs, B * H, programs)
+            else:
+                schedule = schedule_table(costs, B * H, programs, causal)
+            schedule = schedule.to(q.device)
     if schedule is None:        # the kernel's schedule_ptr, read only by SCHEDULED launches
         schedule = torch.zeros(1, dtype=torch.int32, device=q.device)
     scale = 1.0 / math.sqrt(D) if scale is None else scale
@@ -1758,10 +1764,54 @@ def schedule_table(costs, BH, nprog, causal):
         load, p = heap[0]
         rows[p].append(pid_bh * num_m + pid_m)
         heapq.heapreplace(heap, (load + costs[pid_m], p))
+    return _table(rows)
+
+
+def _table(rows):
+    """The kernel's table of per-program rows of items: offsets (len(rows) + 1), then the rows one after another."""
     offsets = [0]
     for row in rows:
         offsets.append(offsets[-1] + len(row))
     return torch.tensor(offsets + [u for row in rows for u in row], dtype=torch.int32)
+
+
+def paired_schedule_table(costs, BH, nprog):
+    """SCHEDULED=2 (causal, no window): a PERSISTENT launch's paired order as a table, but for its last round.
+
+    A paired launch (_work_item) hands program p the units p, p + nprog, p + 2·nprog, ..., a unit being a head's
+    k-th longest query tile then its k-th shortest, so that every unit has the same key-tile count. When the
+    units do not fill the last round (U = BH·⌈num_m/2⌉ not a multiple of nprog), the programs that take a last unit
+    run a whole unit longer than the others: at (32, 32, 512, 128) 68 of 132 programs take 16 units, 64 take 15.
+    This table keeps the paired order for every whole round and deals the last round's tiles one at a time,
+    longest first, each to the program with the least modelled work (`costs`: item_costs), so the busiest program
+    ends about half a unit earlier. (The items of a unit are listed in the kernel's order; a phantom tile, the
+    second half of an odd num_m's middle unit, is left out.)"""
+    import heapq
+
+    num_m = len(costs)
+    per_head = -(-num_m // 2)
+    total = BH * per_head
+
+    def unit(u):                          # _work_item's PAIRED unit u: (pid_bh, pid_m) longest, then shortest
+        pid_bh, r = divmod(u, per_head)
+        longest = num_m - 1 - r
+        return [(pid_bh, m) for m in ((longest, r) if r != longest else (longest,))]
+
+    whole = total // nprog * nprog
+    rows = [[] for _ in range(nprog)]
+    loads = [0] * nprog
+    for u in range(whole):
+        for pid_bh, pid_m in unit(u):
+            rows[u % nprog].append(pid_bh * num_m + pid_m)
+            loads[u % nprog] += costs[pid_m]
+    last = sorted((item for u in range(whole, total) for item in unit(u)), key=lambda item: -costs[item[1]])
+    heap = [(load, p) for p, load in enumerate(loads)]
+    heapq.heapify(heap)
+    for pid_bh, pid_m in last:
+        load, p = heap[0]
+        rows[p].append(pid_bh * num_m + pid_m)
+        heapq.heapreplace(heap, (load + costs[pid_m], p))
+    return _table(rows)
 
 
 def scheduled_item(table, k, pid, nprog, num_m, H, GROUP, BLOCK_M):

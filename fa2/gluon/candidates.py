@@ -124,4 +124,22 @@ CONFIGS = {
                                                 SPLIT_EMPTY=1, HALF_DIAGONAL=1)),
     "r4_n128b2_persistent_split": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PERSISTENT=1, PRODUCER_REGS=32,
                                            SPLIT_EMPTY=1)),
+    # without PINGPONG, with Q_EARLY (the no-ping-pong configs above without it were the fastest at (32, 32, 512, 128)
+    # causal), and the 64-key persistent config with own key ranges without PINGPONG
+    "r4_n128b2_persistent_split_half_early": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PERSISTENT=1, PRODUCER_REGS=32,
+                                                      SPLIT_EMPTY=1, HALF_DIAGONAL=1, Q_EARLY=1)),
+    "r4_n128b2_persistent_split_early": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PERSISTENT=1, PRODUCER_REGS=32,
+                                                 SPLIT_EMPTY=1, Q_EARLY=1)),
+    "r4_n64b3_persistent_own": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PERSISTENT=1, PRODUCER_REGS=32, OWN_RANGES=1)),
+    # SCHEDULED=2: the paired order from a table whose last round is planned tile by tile (paired_schedule_table),
+    # the table read an item ahead; the table's persistent config, the same without PINGPONG, and the 64-key one
+    "r4_n128b2_pingpong_persistent_split_half_pairplan": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1,
+                                                                  PERSISTENT=1, SCHEDULED=2, TABLE_AHEAD=1,
+                                                                  PRODUCER_REGS=32, SPLIT_EMPTY=1,
+                                                                  HALF_DIAGONAL=1)),
+    "r4_n128b2_persistent_split_half_pairplan": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PERSISTENT=1, SCHEDULED=2,
+                                                         TABLE_AHEAD=1, PRODUCER_REGS=32, SPLIT_EMPTY=1,
+                                                         HALF_DIAGONAL=1)),
+    "r4_n64b3_persistent_own_pairplan": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PERSISTENT=1, SCHEDULED=2, TABLE_AHEAD=1,
+                                                 PRODUCER_REGS=32, OWN_RANGES=1)),
 }

@@ -93,6 +93,25 @@ def test_interleaved_rounds_decide_the_shapes_they_timed():
     assert without[2048]["rung"] is None and without[8192]["rung"] == 4
 
 
+def test_newer_interleaved_runs_decide_the_shapes_they_timed():
+    """Newer interleaved runs (--newer) decide a shape they timed with chapter 6's kernel, even where the older
+    runs timed the shape too and their candidate was timed in more runs; a shape only the older runs timed keeps
+    their verdict."""
+    names = {"gluon_a": (4, {"A": 1}), "gluon_b": (4, {"B": 1})}
+    rows = [row("fa2", 1.00, N=n) for n in (2048, 512)] + [row("gluon_a", 0.98, N=n) for n in (2048, 512)]
+    old = [rounds("fa2_ch6", [1.2] * 3, N=n) + rounds("gluon_a", [1.0] * 3, N=n) for n in (2048, 512)]
+    old = [old[0] + old[1], old[0] + old[1]]
+    newer = [rounds("fa2_ch6", [1.2] * 3, N=512) + rounds("gluon_a", [1.0] * 3, N=512)
+             + rounds("gluon_b", [0.9] * 3, N=512)]
+    families = {f["N"]: f for f in dispatch.build_families(rows, names, interleaved=old, newer=newer)}
+    assert families[512]["config"] == {"B": 1} and families[512]["interleaved_newer"] is True
+    assert families[512]["interleaved"] == 1 and families[512]["interleaved_speedup"] == round(1.2 / 0.9, 4)
+    assert families[2048]["config"] == {"A": 1} and families[2048]["interleaved"] == 2
+    assert "interleaved_newer" not in families[2048]
+    without = {f["N"]: f for f in dispatch.build_families(rows, names, interleaved=old)}
+    assert without[512]["config"] == {"A": 1}
+
+
 def test_nearest_family_covers_a_factor_of_two_and_never_crosses_d_dtype_or_causal():
     families = [FAMILY, dict(FAMILY, N=512, BH=1024, rung=1)]
     assert dispatch.nearest_family(families, 128, "bf16", True, 8192, 32)["rung"] == 4
@@ -195,7 +214,8 @@ def test_shipped_table_is_its_measurement(table):
     read = lambda name: list(csv.DictReader(open(RESULTS / name, newline="")))
     rebuilt = dispatch.build_families(read(shipped["source"]), dispatch.candidates(dispatch.checked()),
                                       shipped["threshold"], others=[read(name) for name in shipped["others"]],
-                                      interleaved=[read(name) for name in shipped.get("interleaved", [])])
+                                      interleaved=[read(name) for name in shipped.get("interleaved", [])],
+                                      newer=[read(name) for name in shipped.get("interleaved_newer", [])])
     assert rebuilt == shipped["families"]
     assert shipped["configs"] == dispatch.configs_of(rebuilt) and shipped["command"] and shipped["triton"]
     gluon = [f for f in shipped["families"] if f["rung"] is not None]

@@ -223,7 +223,7 @@ def _medians(rows):
     return {key: {p: statistics.median(ms) for p, ms in found.items()} for key, found in times.items()}
 
 
-def build_families(rows, names, threshold=THRESHOLD, others=(), interleaved=()):
+def build_families(rows, names, threshold=THRESHOLD, others=(), interleaved=(), newer=()):
     """The table's entries from a gluon_sweep.py reference run's rows: every measured shape, with "rung" and
     "config" where the fastest Gluon provider among `names` ({provider: (rung, config)}, the fp64-checked configs)
     beats the run's 'fa2' row by `threshold`, and None elsewhere.
@@ -239,10 +239,15 @@ def build_families(rows, names, threshold=THRESHOLD, others=(), interleaved=()):
     "interleaved_provider", "interleaved": the runs) runs there if that is at least `threshold`, and chapter 6's
     kernel otherwise, whatever the single run said. Rounds that
     alternate the providers see the same clocks and temperatures, which a run of one provider after another
-    (the H200 is power-bound under sustained attention) does not."""
+    (the H200 is power-bound under sustained attention) does not.
+
+    `newer`: interleaved runs made after those, with candidates the older runs did not time: at the shapes where
+    they timed chapter 6's kernel they decide in place of `interleaved` ("interleaved_newer": True); elsewhere
+    the older runs still do."""
     measured = _times(rows)
     other = [_times(r) for r in others]
     rounds = [_medians(r) for r in interleaved]
+    newer_rounds = [_medians(r) for r in newer]
     families = []
     for (D, dtype, causal, N, BH), times in sorted(measured.items()):
         entry = dict(D=D, dtype=dtype, causal=causal, N=N, BH=BH, rung=None, config=None, fa2_ms=times.get("fa2"))
@@ -255,7 +260,12 @@ def build_families(rows, names, threshold=THRESHOLD, others=(), interleaved=()):
             entry.update(provider=best, gluon_ms=gluon[best], speedup=round(speedup, 4), confirmed_by=len(seen))
             if speedup >= threshold and holds:
                 entry.update(rung=names[best][0], config=names[best][1])
-        runs = [r[(D, dtype, causal, N, BH)] for r in rounds if "fa2" in r.get((D, dtype, causal, N, BH), {})]
+        key = (D, dtype, causal, N, BH)
+        runs = [r[key] for r in newer_rounds if "fa2" in r.get(key, {})]
+        if runs:
+            entry.update(interleaved_newer=True)
+        else:
+            runs = [r[key] for r in rounds if "fa2" in r.get(key, {})]
         count = {p: sum(p in run for run in runs) for p in names}
         most = max(count.values(), default=0)                 # compared over the same runs: the most-timed ones
         worst = {p: min(run["fa2"] / run[p] for run in runs if p in run)    # each one's worst run
@@ -312,12 +322,17 @@ def candidates(checked_configs):
 
 
 def main(argv=None):
-    """python -m fa2.gluon.dispatch CSV OUT_JSON [OTHER_CSV ...] [--interleaved AB_CSV ...]: the table of a
-    gluon_sweep.py reference run, its wins held up against the other runs' times of chapter 6's kernel, and the
-    shapes that interleaved rounds (gpu/money_ab.py) timed decided by those. A table made before has the rest."""
+    """python -m fa2.gluon.dispatch CSV OUT_JSON [OTHER_CSV ...] [--interleaved AB_CSV ...] [--newer AB_CSV ...]:
+    the table of a gluon_sweep.py reference run, its wins held up against the other runs' times of chapter 6's
+    kernel, and the shapes that interleaved rounds (gpu/money_ab.py) timed decided by those (by the --newer ones
+    where they timed the shape). A table made before has the rest."""
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--windows":
         return main_windows(*argv[1:])
+    newer_paths = []
+    if "--newer" in argv:
+        at = argv.index("--newer")
+        argv, newer_paths = argv[:at], [Path(p) for p in argv[at + 1:]]
     ab_paths = []
     if "--interleaved" in argv:
         at = argv.index("--interleaved")
@@ -326,11 +341,12 @@ def main(argv=None):
     read = lambda path: list(csv.DictReader(open(path, newline="")))
     rows = read(csv_path)
     families = build_families(rows, candidates(checked()), others=[read(p) for p in other_paths],
-                              interleaved=[read(p) for p in ab_paths])
+                              interleaved=[read(p) for p in ab_paths], newer=[read(p) for p in newer_paths])
     previous = json.loads(out.read_text()) if out.exists() else {}
     table = dict(device=rows[0]["device"], command=rows[0]["command"], torch=rows[0]["torch"],
                  triton=rows[0]["triton"], source=csv_path.name, others=[p.name for p in other_paths],
-                 interleaved=[p.name for p in ab_paths], threshold=THRESHOLD, configs=configs_of(families),
+                 interleaved=[p.name for p in ab_paths], interleaved_newer=[p.name for p in newer_paths],
+                 threshold=THRESHOLD, configs=configs_of(families),
                  families=families)
     table.update({k: v for k, v in previous.items() if k.startswith("windows")})   # the window families stay
     out.write_text(json.dumps(table, indent=1) + "\n")

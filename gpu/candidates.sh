@@ -1,6 +1,6 @@
 # Sourced by the scripts that check new Gluon candidates by name and then time them (short_causal.sh, qahead.sh,
-# half_diagonal.sh, q_early.sh, chain.sh, table_ahead.sh, nopp.sh). They set OUT, and G (a scratch folder) and LOG
-# with start_log (check_and_time calls it itself).
+# half_diagonal.sh, q_early.sh, chain.sh, table_ahead.sh, nopp.sh, nopp_early.sh, pairplan.sh, short_table.sh).
+# They set OUT, and G (a scratch folder) and LOG with start_log (check_and_time calls it itself).
 
 # start_log TAG: the scratch folder G (/tmp/gluon) and LOG ($OUT/TAG.log), which starts with the GPU's clocks,
 # temperature and power.
@@ -51,7 +51,8 @@ ab_twice() {
 # check_and_time TAG "NEW ..." BASELINES SHAPES: the NEW candidates against fp64 -- check_named's 96 cases and
 # gpu/gluon_window.py's 12 window cases, side by side -- then ab_twice TAG with the comma list BASELINES and the
 # candidates that passed both, at the comma list SHAPES. Logged to $OUT/TAG.log; the window check goes to
-# $OUT/gluon_window_check.csv. (half_diagonal.sh, q_early.sh, chain.sh, table_ahead.sh, nopp.sh)
+# $OUT/gluon_window_check.csv. (half_diagonal.sh, q_early.sh, chain.sh, table_ahead.sh, nopp.sh, nopp_early.sh,
+# pairplan.sh)
 check_and_time() {
   local tag=$1 new=$2 K=$3 shapes=$4 name pw
   start_log $tag

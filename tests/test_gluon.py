@@ -746,6 +746,95 @@ def test_persistent_work_items_cover_every_tile_once_longest_first(hopper):
                 assert (off_b, off_h, off_kvh) == (pid_bh // H, pid_bh % H, (pid_bh % H) // group)
 
 
+def _split_tail_items(hopper, num_m, BH, H, programs, split_tail):
+    """Every program's (pid_bh, m_start) items of a paired PERSISTENT launch, with or without SPLIT_TAIL."""
+    return [[hopper.work_item(k, p, programs, num_m, BH, H, 1, True, 128, True, split_tail)[3:]
+             for k in range(hopper.item_count(p, programs, num_m, BH, True, split_tail))] for p in range(programs)]
+
+
+@pytest.mark.parametrize("num_m,B,H,nprog", [(1, 1, 1, 1), (5, 2, 4, 3), (16, 8, 32, 132), (4, 32, 32, 132),
+                                             (3, 1, 5, 132), (7, 3, 7, 132), (4, 2, 33, 132), (64, 1, 32, 132),
+                                             (2, 1, 200, 132), (9, 2, 9, 10)])
+def test_split_tail_covers_every_tile_once_and_keeps_the_whole_rounds(hopper, num_m, B, H, nprog):
+    """SPLIT_TAIL (the kernel's _tail_item, its host twin tail_item): a paired launch's items are still every
+    (query tile, batch·head) once plus one phantom per head with an odd num_m; every whole round is the paired
+    launch's, item for item; in a split last round no program takes two longest tiles, and one that takes two
+    tiles takes two shortest ones (a last round of more than two thirds of the programs stays in pairs); and no
+    program has more key tiles than the busiest of the paired launch (cost: item_costs, 128-key tiles)."""
+    BH = B * H
+    programs = min(nprog, hopper.units(num_m, BH, True))
+    split = _split_tail_items(hopper, num_m, BH, H, programs, True)
+    pairs = _split_tail_items(hopper, num_m, BH, H, programs, False)
+    real = sorted(item for row in split for item in row if item[1] < num_m * 128)
+    assert real == [(bh, m * 128) for bh in range(BH) for m in range(num_m)]
+    assert sum(map(len, split)) == sum(map(len, pairs))                        # phantoms included, as before
+    whole = hopper.units(num_m, BH, True) // programs
+    costs = hopper.item_costs(num_m, num_m * 128, num_m * 128, 128, 128, True)
+    load = lambda row: sum(costs[m // 128] for _, m in row if m < num_m * 128)
+    last = hopper.units(num_m, BH, True) % programs
+    for p in range(programs):
+        assert split[p][:2 * whole] == pairs[p][:2 * whole]
+        tail = [m // 128 for _, m in split[p][2 * whole:]]
+        if not hopper.tail_split(last, programs):     # more than 2/3 of the programs in the last round: pairs
+            assert split[p] == pairs[p]
+        elif len(tail) == 2:                          # two of the last round's shortest tiles
+            assert max(tail) < -(-num_m // 2) or num_m == 1
+    assert max(map(load, split)) <= max(map(load, pairs))
+
+
+def test_split_tail_evens_the_last_round_at_the_short_headline_shape(hopper):
+    """(32, 32, 512, 128) causal: 2048 pairs over 132 programs leave 68 in the last round. In the cost model
+    (item_costs, as SCHEDULED's tables are planned) the paired launch's busiest program has 3.1 % more work than
+    the mean; with SPLIT_TAIL 1.3 %, as much as the host-planned last round of SCHEDULED=2 (paired_schedule_table)."""
+    num_m, BH, programs = 4, 1024, 132
+    costs = hopper.item_costs(num_m, 512, 512, 128, 128, True)
+    loads = {split: [sum(costs[m // 128] for _, m in row)
+                     for row in _split_tail_items(hopper, num_m, BH, 32, programs, split)]
+             for split in (False, True)}
+    mean = sum(loads[True]) / programs
+    planned = hopper.paired_schedule_table(costs, BH, programs)
+    planned_loads = _program_loads(hopper, planned, programs, num_m, 32, costs)
+    assert max(loads[False]) >= 1.03 * mean and max(loads[True]) <= 1.013 * mean
+    assert max(loads[True]) == max(planned_loads)
+
+
+@pytest.mark.parametrize("pingpong", [False, True])
+def test_split_tail_runs_the_ring_of_a_persistent_program(hopper, pingpong):
+    """The ring simulation (_simulate_persistent: K/V ring, Q and O buffers, turns) over programs whose items
+    are SPLIT_TAIL's, last round included, at shapes with a partial last round and phantom tiles."""
+    import numpy as np
+    rng = np.random.default_rng(3)
+    BM, BN = 128, 128
+    for nq, B, H, programs in ((512, 2, 5, 3), (640, 1, 7, 4), (1000, 3, 3, 5)):
+        num_m = -(-nq // BM)
+        for row in _split_tail_items(hopper, num_m, B * H, H, programs, True):
+            items = []
+            for _, m_start in row:
+                kv_start, free_start, free_end, kv_end = hopper.kv_range(m_start, nq, nq, BM, BN, True)
+                if m_start >= nq:
+                    free_start = free_end = kv_end = kv_start
+                tiles = lambda key: -(-(key - kv_start) // BN)
+                items.append((max(tiles(kv_end), 0), tiles(free_end), tiles(free_start)))
+            _simulate_persistent(4, items, 2, hopper.ring_slot, rng, pingpong, hopper.turn_phase, True)
+
+
+def test_split_tail_is_checked_and_compiles(hopper):
+    """SPLIT_TAIL needs PERSISTENT and excludes SCHEDULED and Q_AHEAD (host checks; the kernel static_asserts
+    them); the table's persistent config compiles with it for sm_90 without spills and in the same shared memory,
+    and its PTX differs (the last round's items)."""
+    for extra, match in (({}, "PERSISTENT"), ({"PERSISTENT": 1, "SCHEDULED": 1}, "SCHEDULED"),
+                         ({"PERSISTENT": 1, "Q_AHEAD": 1}, "Q_AHEAD")):
+        with pytest.raises(ValueError, match=match):
+            hopper.rung_config(4, 128, dict(extra, SPLIT_TAIL=1))
+    config = dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1, PRODUCER_REGS=32, SPLIT_EMPTY=1,
+                  HALF_DIAGONAL=1)
+    without = hopper.compile_rung(4, 128, torch.bfloat16, True, config=config)
+    tail = hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(config, SPLIT_TAIL=1))
+    usage = hopper.resource_usage(tail)
+    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
+    assert tail.metadata.shared == without.metadata.shared and tail.asm["ptx"] != without.asm["ptx"]
+
+
 @pytest.mark.parametrize("B,H,N", [(8, 32, 2048), (1, 32, 8192), (32, 32, 512), (8, 16, 2048), (1, 16, 16384),
                                    (1, 16, 32768), (2, 4, 1000), (1, 2, 300)])
 def test_persistent_causal_programs_get_even_work(hopper, B, H, N):

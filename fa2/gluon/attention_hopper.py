@@ -896,7 +896,8 @@ def _units(num_m, BH, PAIRED: gl.constexpr):
     """Units of work of a PERSISTENT launch (units on the host): PAIRED (causal without a window) a unit is two
     query tiles of one head, its k-th longest and k-th shortest, whose key tiles add up to the same count for
     every k; otherwise one query tile (with a window the tiles are of nearly equal length). Units go to the
-    programs round-robin, head by head."""
+    programs round-robin, head by head. PAIRED == 2 (SPLIT_TAIL): the last, partial round's units are split into
+    their two tiles (_tail_item)."""
     if PAIRED:
         return BH * gl.cdiv(num_m, 2)
     else:
@@ -909,9 +910,40 @@ def _item_count(pid, nprog, num_m, BH, PAIRED: gl.constexpr, schedule_ptr, SCHED
     SCHEDULED its row of the host's table (schedule_table: offsets[nprog + 1], then every program's items)."""
     if SCHEDULED:
         return gl.load(schedule_ptr + pid + 1) - gl.load(schedule_ptr + pid)
+    elif PAIRED == 2:                                   # SPLIT_TAIL: whole rounds of pairs, then _tail_item's
+        whole, last = _rounds(num_m, BH, nprog, PAIRED)
+        tiles = (pid < 2 * last).to(gl.int32) + (pid > 2 * nprog - 1 - 2 * last).to(gl.int32)
+        return 2 * whole + gl.where(_tail_split(last, nprog), tiles, 2 * (pid < last).to(gl.int32))
     else:
         per_unit: gl.constexpr = 2 if PAIRED else 1
         return gl.maximum(gl.cdiv(_units(num_m, BH, PAIRED) - pid, nprog), 0) * per_unit
+
+
+@gluon.jit
+def _rounds(num_m, BH, nprog, PAIRED: gl.constexpr):
+    """SPLIT_TAIL: (whole rounds of units, units left for the last round) of a paired launch."""
+    units = _units(num_m, BH, PAIRED)
+    return units // nprog, units % nprog
+
+
+@gluon.jit
+def _tail_split(last, nprog):
+    """SPLIT_TAIL: is the last round split into tiles? Only while at most two thirds of the programs take one of
+    its units (last <= 2·nprog / 3): then the programs that take two of its tiles take two shortest ones, never a
+    longest one with another (tail_split on the host)."""
+    return 3 * last <= 2 * nprog
+
+
+@gluon.jit
+def _tail_item(k, pid, nprog, whole, last):
+    """SPLIT_TAIL: (unit, 0 for its longest tile or 1 for its shortest) of program pid's item k >= 2·whole. The
+    last round's 2·last tiles are listed longest tiles first, in unit order, then shortest tiles in reverse unit
+    order, and dealt out in a snake: tile t to program t, tile nprog + i to program nprog - 1 - i. No program
+    takes two longest tiles, and one that takes two tiles takes the two shortest of theirs (tail_item on the host)."""
+    first = (k == 2 * whole) & (pid < 2 * last)
+    t = gl.where(first, pid, 2 * nprog - 1 - pid)
+    longest = t < last
+    return gl.where(longest, whole * nprog + t, whole * nprog + 2 * last - 1 - t), (1 - longest.to(gl.int32))
 
 
 @gluon.jit
@@ -932,6 +964,17 @@ def _work_item(k, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL: gl.constexpr, PAIR
             u = gl.load(schedule_ptr + nprog + 1 + gl.load(schedule_ptr + pid) + k)
         per_head = num_m
         pid_m = u % per_head
+    elif PAIRED == 2:                                   # SPLIT_TAIL: PAIRED's, the last round tile by tile
+        u = pid + (k // 2) * nprog
+        second = k % 2
+        whole, last = _rounds(num_m, BH, nprog, PAIRED)
+        if (k >= 2 * whole) & _tail_split(last, nprog):
+            u, second = _tail_item(k, pid, nprog, whole, last)
+        per_head = gl.cdiv(num_m, 2)
+        r = u % per_head
+        longest = num_m - 1 - r
+        shortest = r + (r == longest).to(gl.int32) * (num_m - r)
+        pid_m = longest + second * (shortest - longest)
     elif PAIRED:
         u = pid + (k // 2) * nprog
         per_head = gl.cdiv(num_m, 2)
@@ -1023,7 +1066,8 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
                          SCHEDULED: gl.constexpr, num_warps: gl.constexpr, OWN_RANGES: gl.constexpr = False,
                          Q_REGS: gl.constexpr = False, Q_AHEAD: gl.constexpr = False,
                          HALF_DIAGONAL: gl.constexpr = False, Q_EARLY: gl.constexpr = False,
-                         CHAIN_RANGES: gl.constexpr = False, TABLE_AHEAD: gl.constexpr = False):
+                         CHAIN_RANGES: gl.constexpr = False, TABLE_AHEAD: gl.constexpr = False,
+                         SPLIT_TAIL: gl.constexpr = False):
     """PERSISTENT (rungs 3-4): consumer CONSUMER over its work items (_work_item, _persistent_item). Its Q rows
     have one shared buffer: the next item's Q is loaded (by this consumer) as soon as the last wgmma that reads
     this item's Q has completed, so the load overlaps this item's epilogue; Q_EARLY: before the item's last P·V
@@ -1039,7 +1083,7 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
      turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left, schedule_ptr) = args
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
     BLOCK_M: gl.constexpr = Q_ROWS * CONSUMERS
-    PAIRED: gl.constexpr = IS_CAUSAL and not WINDOW and not SCHEDULED      # _units
+    PAIRED: gl.constexpr = (IS_CAUSAL and not WINDOW and not SCHEDULED) * (1 + SPLIT_TAIL)     # _units
     n_items = _item_count(pid, nprog, num_m, BH, PAIRED, schedule_ptr, SCHEDULED)
     base = 0
     turn_base = 0
@@ -1071,7 +1115,7 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
             base, turn_base = _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL, WINDOW,
                                                NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
                                                OWN_RANGES, Q_REGS, Q_AHEAD, CONSUMER, HALF_DIAGONAL, Q_EARLY,
-                                               CHAIN_RANGES, TABLE_AHEAD, u_cur, u_next)
+                                               CHAIN_RANGES, TABLE_AHEAD, u_cur, u_next, SPLIT_TAIL)
     tma.store_wait(0)
 
 
@@ -1081,7 +1125,8 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
                      CONSUMER: gl.constexpr, SCHEDULED: gl.constexpr, num_warps: gl.constexpr,
                      OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, Q_AHEAD: gl.constexpr, Q_SLOT: gl.constexpr,
                      HALF_DIAGONAL: gl.constexpr = False, Q_EARLY: gl.constexpr = False,
-                     CHAIN_RANGES: gl.constexpr = False, TABLE_AHEAD: gl.constexpr = False, u_cur=0, u_next=0):
+                     CHAIN_RANGES: gl.constexpr = False, TABLE_AHEAD: gl.constexpr = False, u_cur=0, u_next=0,
+                     SPLIT_TAIL: gl.constexpr = False):
     """Consumer CONSUMER's work item `count` of its program, its Q in buffer Q_SLOT (the item's (count // 2)-th
     use of it under Q_AHEAD, its count-th otherwise): returns (base, turn_base) advanced past the item."""
     (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars,
@@ -1098,7 +1143,7 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
     q_tile = q_smem.index(Q_SLOT).reshape([Q_ROWS, HEAD_DIM])
     o_buf = o_smem.index(CONSUMER)
     o_tile = o_buf.reshape([Q_ROWS, HEAD_DIM])
-    PAIRED: gl.constexpr = IS_CAUSAL and not WINDOW and not SCHEDULED      # _units
+    PAIRED: gl.constexpr = (IS_CAUSAL and not WINDOW and not SCHEDULED) * (1 + SPLIT_TAIL)     # _units
 
     off_b, off_h, off_kvh, pid_bh, m_prog = _work_item(count, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL,
                                                        PAIRED, BLOCK_M, schedule_ptr, SCHEDULED, TABLE_AHEAD, u_cur)
@@ -1168,12 +1213,13 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
 def _producer_persistent(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m, BH, H,
                          GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL: gl.constexpr,
                          WINDOW: gl.constexpr, BLOCK_M: gl.constexpr, NUM_BUFFERS: gl.constexpr,
-                         SCHEDULED: gl.constexpr, TABLE_AHEAD: gl.constexpr = False):
+                         SCHEDULED: gl.constexpr, TABLE_AHEAD: gl.constexpr = False,
+                         SPLIT_TAIL: gl.constexpr = False):
     """PERSISTENT: the producer's loads of every key tile of every work item of the program (_work_item), in the
     consumers' order, into one ring whose tile count runs on across items (so it loads the next item's first
     tiles while the consumers finish the current one). TABLE_AHEAD: each item's table entry read an item ahead."""
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
-    PAIRED: gl.constexpr = IS_CAUSAL and not WINDOW and not SCHEDULED      # _units
+    PAIRED: gl.constexpr = (IS_CAUSAL and not WINDOW and not SCHEDULED) * (1 + SPLIT_TAIL)     # _units
     base = 0
     n_items = _item_count(pid, nprog, num_m, BH, PAIRED, schedule_ptr, SCHEDULED)
     row = 0
@@ -1251,7 +1297,8 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
                           PINGPONG: gl.constexpr, PERSISTENT: gl.constexpr, SCHEDULED: gl.constexpr,
                           OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, SPLIT_EMPTY: gl.constexpr,
                           Q_AHEAD: gl.constexpr, HALF_DIAGONAL: gl.constexpr, Q_EARLY: gl.constexpr,
-                          CHAIN_RANGES: gl.constexpr, TABLE_AHEAD: gl.constexpr, num_warps: gl.constexpr):
+                          CHAIN_RANGES: gl.constexpr, TABLE_AHEAD: gl.constexpr, SPLIT_TAIL: gl.constexpr,
+                          num_warps: gl.constexpr):
     """Grid (cdiv(N_Q, BLOCK_M), B·H), or PERSISTENT (rungs 3-4) at most one program per SM, each taking its
     units of the cdiv(N_Q, BLOCK_M)·BH query tiles round-robin (_units, _work_item). q_desc/o_desc: 4-D
     (B, H, N_Q, D) descriptors with (1, 1, BLOCK_M / C, D) boxes, C the rung's consumer partitions (consumers());
@@ -1280,12 +1327,14 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
                      "TABLE_AHEAD reads a SCHEDULED launch's table an item ahead (not with Q_AHEAD, Q_REGS or Q_EARLY)")
     gl.static_assert(not HALF_DIAGONAL or (RUNG == 4 and not OWN_RANGES and not Q_REGS),
                      "HALF_DIAGONAL halves rung 4's lower consumer's diagonal tile (not with OWN_RANGES or Q_REGS)")
+    gl.static_assert(not SPLIT_TAIL or (PERSISTENT and not SCHEDULED and not Q_AHEAD),
+                     "SPLIT_TAIL splits a paired PERSISTENT launch's last round (not with SCHEDULED or Q_AHEAD)")
 
     if PERSISTENT:
         _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left, BH,
                     schedule_ptr, IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG,
                     SCHEDULED, OWN_RANGES, Q_REGS, SPLIT_EMPTY, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
-                    TABLE_AHEAD, num_warps)
+                    TABLE_AHEAD, SPLIT_TAIL, num_warps)
     else:
         _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left,
                   IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG, OWN_RANGES,
@@ -1412,7 +1461,7 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
                 PINGPONG: gl.constexpr, SCHEDULED: gl.constexpr, OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr,
                 SPLIT_EMPTY: gl.constexpr, Q_AHEAD: gl.constexpr, HALF_DIAGONAL: gl.constexpr,
                 Q_EARLY: gl.constexpr, CHAIN_RANGES: gl.constexpr, TABLE_AHEAD: gl.constexpr,
-                num_warps: gl.constexpr):
+                SPLIT_TAIL: gl.constexpr, num_warps: gl.constexpr):
     """PERSISTENT: the rung's partitions, each looping over the program's work items (_consumer_persistent,
     _producer_persistent); shared memory and barriers are set up once."""
     CONSUMERS: gl.constexpr = _consumers(RUNG)
@@ -1434,22 +1483,22 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
                                     num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
-                                    TABLE_AHEAD)),
+                                    TABLE_AHEAD, SPLIT_TAIL)),
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 1, SCHEDULED,
                                     num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
-                                    TABLE_AHEAD)),
+                                    TABLE_AHEAD, SPLIT_TAIL)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
                                     BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
-                                    NUM_BUFFERS, SCHEDULED, TABLE_AHEAD)),
+                                    NUM_BUFFERS, SCHEDULED, TABLE_AHEAD, SPLIT_TAIL)),
         ], [num_warps, 1], [CONSUMER_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
                                     num_warps, False, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
-                                    TABLE_AHEAD)),
+                                    TABLE_AHEAD, SPLIT_TAIL)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
                                     BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
-                                    NUM_BUFFERS, SCHEDULED, TABLE_AHEAD)),
+                                    NUM_BUFFERS, SCHEDULED, TABLE_AHEAD, SPLIT_TAIL)),
         ], [1], [PRODUCER_REGS])
 
     _invalidate(q_bars, k_bars, v_bars, empty_bars, turn_bars, CONSUMERS, NUM_BUFFERS, PINGPONG)
@@ -1574,6 +1623,9 @@ def rung_config(rung, head_dim, config=None):
                                    or cfg.get("Q_EARLY")):
         raise ValueError("TABLE_AHEAD reads a SCHEDULED launch's work table an item ahead: it needs SCHEDULED, "
                          "without Q_AHEAD, Q_REGS or Q_EARLY")
+    if cfg.get("SPLIT_TAIL") and (not cfg.get("PERSISTENT") or cfg.get("SCHEDULED") or cfg.get("Q_AHEAD")):
+        raise ValueError("SPLIT_TAIL splits a paired PERSISTENT launch's last round into single tiles: it needs "
+                         "PERSISTENT, without SCHEDULED or Q_AHEAD")
     if cfg.get("HALF_DIAGONAL") and (rung != 4 or cfg["BLOCK_N"] != 128 or cfg.get("OWN_RANGES") or cfg.get("Q_REGS")):
         raise ValueError("HALF_DIAGONAL halves the diagonal 128-key tile of rung 4's lower consumer: it needs rung 4 "
                          "and BLOCK_N=128, without OWN_RANGES or Q_REGS")
@@ -1589,7 +1641,8 @@ def _constexprs(rung, causal, cfg, window=False):
                 Q_REGS=bool(cfg.get("Q_REGS", False)), SPLIT_EMPTY=bool(cfg.get("SPLIT_EMPTY", False)),
                 Q_AHEAD=bool(cfg.get("Q_AHEAD", False)), HALF_DIAGONAL=bool(cfg.get("HALF_DIAGONAL", False)),
                 Q_EARLY=bool(cfg.get("Q_EARLY", False)), CHAIN_RANGES=bool(cfg.get("CHAIN_RANGES", False)),
-                TABLE_AHEAD=bool(cfg.get("TABLE_AHEAD", False)), num_warps=cfg["num_warps"])
+                TABLE_AHEAD=bool(cfg.get("TABLE_AHEAD", False)), SPLIT_TAIL=bool(cfg.get("SPLIT_TAIL", False)),
+                num_warps=cfg["num_warps"])
 
 
 def _options(cfg):
@@ -1718,9 +1771,24 @@ def units(num_m, BH, paired):
     return BH * (-(-num_m // 2) if paired else num_m)
 
 
-def item_count(pid, nprog, num_m, BH, paired):
-    """The kernel's ``_item_count`` in plain Python (keep the two in step)."""
+def item_count(pid, nprog, num_m, BH, paired, split_tail=False):
+    """The kernel's ``_item_count`` in plain Python (keep the two in step); split_tail: SPLIT_TAIL (paired only)."""
+    if paired and split_tail:
+        whole, last = divmod(units(num_m, BH, paired), nprog)
+        if tail_split(last, nprog):
+            return 2 * whole + (pid < 2 * last) + (pid > 2 * nprog - 1 - 2 * last)
     return max(-(-(units(num_m, BH, paired) - pid) // nprog), 0) * (2 if paired else 1)
+
+
+def tail_split(last, nprog):
+    """The kernel's ``_tail_split`` in plain Python (keep the two in step)."""
+    return 3 * last <= 2 * nprog
+
+
+def tail_item(k, pid, nprog, whole, last):
+    """The kernel's ``_tail_item`` in plain Python (keep the two in step): (unit, 0 longest / 1 shortest)."""
+    t = pid if k == 2 * whole and pid < 2 * last else 2 * nprog - 1 - pid
+    return (whole * nprog + t, 0) if t < last else (whole * nprog + 2 * last - 1 - t, 1)
 
 
 # A query tile's fixed cost in SCHEDULED's model, in key tiles: its Q load, first K/V wait and epilogue, which a
@@ -1832,17 +1900,21 @@ def table_entry(table, nprog, row, k, n_items):
     return int(table[index]), index
 
 
-def work_item(k, pid, nprog, num_m, BH, H, GROUP, causal, BLOCK_M, paired=None):
+def work_item(k, pid, nprog, num_m, BH, H, GROUP, causal, BLOCK_M, paired=None, split_tail=False):
     """(off_b, off_h, off_kvh, pid_bh, m_start) of program pid's k-th query tile in a PERSISTENT launch: the
     kernel's ``_work_item`` in plain Python (keep the two in step), for the CPU tests. paired defaults to
-    causal (no window)."""
+    causal (no window); split_tail: SPLIT_TAIL."""
     if causal if paired is None else paired:
-        u = pid + (k // 2) * nprog
+        u, second = pid + (k // 2) * nprog, k % 2
+        if split_tail:
+            whole, last = divmod(units(num_m, BH, True), nprog)
+            if k >= 2 * whole and tail_split(last, nprog):
+                u, second = tail_item(k, pid, nprog, whole, last)
         per_head = -(-num_m // 2)
         r = u % per_head
         longest = num_m - 1 - r
         shortest = r + (r == longest) * (num_m - r)
-        pid_m = longest + (k % 2) * (shortest - longest)
+        pid_m = longest + second * (shortest - longest)
     else:
         u = pid + k * nprog
         per_head = num_m

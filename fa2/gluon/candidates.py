@@ -142,4 +142,11 @@ CONFIGS = {
                                                          HALF_DIAGONAL=1)),
     "r4_n64b3_persistent_own_pairplan": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PERSISTENT=1, SCHEDULED=2, TABLE_AHEAD=1,
                                                  PRODUCER_REGS=32, OWN_RANGES=1)),
+    # SPLIT_TAIL: the paired launch's last round dealt tile by tile in the kernel itself (no table): the table's
+    # persistent config, the same without PINGPONG, and the money shot's without the halved diagonal
+    "r4_n128b2_pingpong_persistent_split_half_tail": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,
+                                                              PRODUCER_REGS=32, SPLIT_EMPTY=1, HALF_DIAGONAL=1,
+                                                              SPLIT_TAIL=1)),
+    "r4_n128b2_persistent_split_half_tail": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PERSISTENT=1, PRODUCER_REGS=32,
+                                                     SPLIT_EMPTY=1, HALF_DIAGONAL=1, SPLIT_TAIL=1)),
 }

@@ -69,3 +69,15 @@ check_and_time() {
   echo "[${SECONDS}s] timing: $K" | tee -a $LOG
   ab_twice $tag 100 $K $shapes
 }
+
+# rebuild_table NEWER_CSV...: the Gluon table rebuilt from the runs the shipped one names (its reference run, the
+# other runs, the interleaved runs), the NEWER_CSV interleaved runs deciding the shapes they timed (--newer);
+# the lines of the shapes interleaved runs decide go to $LOG, the table to $OUT. (short_table.sh, split_tail.sh)
+rebuild_table() {
+  local R=book/results T=fa2/configs/NVIDIA_H200.gluon.json
+  local list="import json, sys; print(' '.join('$R/' + n for n in json.load(open('$T'))[sys.argv[1]]))"
+  python3 -m fa2.gluon.dispatch $R/$(python3 -c "import json; print(json.load(open('$T'))['source'])") $T \
+    $(python3 -c "$list" others) --interleaved $(python3 -c "$list" interleaved) --newer "$@" 2>&1 \
+    | grep -E "measured shapes|interleaved runs" | tee -a $LOG
+  cp $T $OUT/
+}

@@ -16,13 +16,7 @@ start_log short_table
 K=r4_n128b2_pingpong_persistent_split_half,r4_n128b2_persistent_split_half,r4_n128b2_persistent_split_half_early
 K=$K,r4_n128b2_persistent_split_half_pairplan,r4_n64b3_persistent_own
 ab_twice gluon_short 100 $K 32x32x512x128c
-R=book/results
-T=fa2/configs/NVIDIA_H200.gluon.json
-OTHERS=$(python3 -c "import json; print(' '.join('$R/' + n for n in json.load(open('$T'))['others']))")
-AB=$(python3 -c "import json; print(' '.join('$R/' + n for n in json.load(open('$T'))['interleaved']))")
-python3 -m fa2.gluon.dispatch $R/gluon_reference_split.csv $T $OTHERS --interleaved $AB \
-  --newer $OUT/gluon_short_ab_1.csv $OUT/gluon_short_ab_2.csv 2>&1 | tee -a $LOG
-cp $T $OUT/
+rebuild_table $OUT/gluon_short_ab_1.csv $OUT/gluon_short_ab_2.csv
 echo "[${SECONDS}s] table" | tee -a $LOG
 timeout -k 10 170 python3 -m fa2.bench --sweep headline --out $OUT 2>&1 | grep -v -E "Warning|it/s|run/s" >> $LOG
 echo "[${SECONDS}s] headline" | tee -a $LOG

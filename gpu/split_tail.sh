@@ -21,13 +21,7 @@ python3 gpu/append_checks.py $OUT gpu/split_tail.sh | tee -a $LOG
 S=r4_n128b2_pingpong_persistent_split_half,r4_n128b2_persistent_split_half_pairplan
 for name in $PASSED; do S=$S,$name; done
 ab_twice gluon_short2 100 $S 32x32x512x128c
-R=book/results
-T=fa2/configs/NVIDIA_H200.gluon.json
-OTHERS=$(python3 -c "import json; print(' '.join('$R/' + n for n in json.load(open('$T'))['others']))")
-AB=$(python3 -c "import json; print(' '.join('$R/' + n for n in json.load(open('$T'))['interleaved']))")
-python3 -m fa2.gluon.dispatch $R/gluon_reference_split.csv $T $OTHERS --interleaved $AB \
-  --newer $OUT/gluon_short2_ab_1.csv $OUT/gluon_short2_ab_2.csv 2>&1 | grep "N=512 B\*H=1024" | tee -a $LOG
-cp $T $OUT/
+rebuild_table $OUT/gluon_short2_ab_1.csv $OUT/gluon_short2_ab_2.csv
 echo "[${SECONDS}s] table" | tee -a $LOG
 timeout -k 10 170 python3 -m fa2.bench --sweep headline --no-plot --out $OUT 2>&1 \
   | grep -v -E "Warning|it/s|run/s" >> $LOG

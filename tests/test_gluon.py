@@ -677,22 +677,35 @@ def test_chain_ranges_is_checked_and_compiles(hopper):
             assert chained.asm["ptx"] != without.asm["ptx"]
 
 
+def _refused(hopper, flag, cases):
+    """rung_config refuses `flag` on rung 4 with each (config, message) of `cases`, naming what is wrong."""
+    for extra, match in cases:
+        with pytest.raises(ValueError, match=match):
+            hopper.rung_config(4, 128, dict(extra, **{flag: 1}))
+
+
+def _without_and_with(hopper, config, flag, window=False):
+    """Rung 4 (D = 128, bf16, causal) compiled for sm_90 with `config`, without `flag` and with it; the latter
+    spills nothing and takes the same shared memory."""
+    without = hopper.compile_rung(4, 128, torch.bfloat16, True, config=config, window=window)
+    flagged = hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(config, **{flag: 1}), window=window)
+    usage = hopper.resource_usage(flagged)
+    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
+    assert usage["shared"] == without.metadata.shared
+    return without, flagged
+
+
 def test_q_early_is_checked_and_compiles(hopper):
     """Q_EARLY needs PERSISTENT and excludes OWN_RANGES, Q_REGS and Q_AHEAD (host checks; the kernel
     static_asserts them); the money shot's config compiles with it for sm_90 without spills, in the same shared
     memory (one Q buffer per consumer still), and its PTX has one more Q load site (the fallback after an item
     without key tiles) than without."""
-    for extra, match in (({}, "PERSISTENT"), ({"PERSISTENT": 1, "OWN_RANGES": 1}, "OWN_RANGES"),
-                         ({"PERSISTENT": 1, "Q_REGS": 1}, "Q_REGS"), ({"PERSISTENT": 1, "Q_AHEAD": 1}, "Q_AHEAD")):
-        with pytest.raises(ValueError, match=match):
-            hopper.rung_config(4, 128, dict(extra, Q_EARLY=1))
+    _refused(hopper, "Q_EARLY", (({}, "PERSISTENT"), ({"PERSISTENT": 1, "OWN_RANGES": 1}, "OWN_RANGES"),
+                                 ({"PERSISTENT": 1, "Q_REGS": 1}, "Q_REGS"),
+                                 ({"PERSISTENT": 1, "Q_AHEAD": 1}, "Q_AHEAD")))
     config = dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1, PRODUCER_REGS=32, SPLIT_EMPTY=1,
                   HALF_DIAGONAL=1)
-    without = hopper.compile_rung(4, 128, torch.bfloat16, True, config=config)
-    early = hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(config, Q_EARLY=1))
-    usage = hopper.resource_usage(early)
-    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
-    assert usage["shared"] == without.metadata.shared
+    without, early = _without_and_with(hopper, config, "Q_EARLY")
     loads = lambda k: k.asm["ptx"].count("cp.async.bulk.tensor.4d.shared::cluster.global")
     assert loads(early) > loads(without), (loads(early), loads(without))
 
@@ -822,17 +835,12 @@ def test_split_tail_is_checked_and_compiles(hopper):
     """SPLIT_TAIL needs PERSISTENT and excludes SCHEDULED and Q_AHEAD (host checks; the kernel static_asserts
     them); the table's persistent config compiles with it for sm_90 without spills and in the same shared memory,
     and its PTX differs (the last round's items)."""
-    for extra, match in (({}, "PERSISTENT"), ({"PERSISTENT": 1, "SCHEDULED": 1}, "SCHEDULED"),
-                         ({"PERSISTENT": 1, "Q_AHEAD": 1}, "Q_AHEAD")):
-        with pytest.raises(ValueError, match=match):
-            hopper.rung_config(4, 128, dict(extra, SPLIT_TAIL=1))
+    _refused(hopper, "SPLIT_TAIL", (({}, "PERSISTENT"), ({"PERSISTENT": 1, "SCHEDULED": 1}, "SCHEDULED"),
+                                    ({"PERSISTENT": 1, "Q_AHEAD": 1}, "Q_AHEAD")))
     config = dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1, PRODUCER_REGS=32, SPLIT_EMPTY=1,
                   HALF_DIAGONAL=1)
-    without = hopper.compile_rung(4, 128, torch.bfloat16, True, config=config)
-    tail = hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(config, SPLIT_TAIL=1))
-    usage = hopper.resource_usage(tail)
-    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
-    assert tail.metadata.shared == without.metadata.shared and tail.asm["ptx"] != without.asm["ptx"]
+    without, tail = _without_and_with(hopper, config, "SPLIT_TAIL")
+    assert tail.asm["ptx"] != without.asm["ptx"]
 
 
 @pytest.mark.parametrize("B,H,N", [(8, 32, 2048), (1, 32, 8192), (32, 32, 512), (8, 16, 2048), (1, 16, 16384),
@@ -1009,19 +1017,13 @@ def test_table_ahead_is_checked_and_compiles(hopper):
     """TABLE_AHEAD needs SCHEDULED and excludes Q_AHEAD, Q_REGS and Q_EARLY (host checks; the kernel
     static_asserts them); the planned 128-key config compiles with it for sm_90, windowed and not, without spills
     and in the same shared memory, and its PTX differs (the table is read in other places)."""
-    for extra, match in (({"PERSISTENT": 1}, "SCHEDULED"), ({"PERSISTENT": 1, "SCHEDULED": 1, "Q_AHEAD": 1}, "Q_AHEAD"),
-                         ({"PERSISTENT": 1, "SCHEDULED": 1, "Q_REGS": 1}, "Q_REGS"),
-                         ({"PERSISTENT": 1, "SCHEDULED": 1, "Q_EARLY": 1}, "Q_EARLY")):
-        with pytest.raises(ValueError, match=match):
-            hopper.rung_config(4, 128, dict(extra, TABLE_AHEAD=1))
+    scheduled = {"PERSISTENT": 1, "SCHEDULED": 1}
+    _refused(hopper, "TABLE_AHEAD", (({"PERSISTENT": 1}, "SCHEDULED"), (dict(scheduled, Q_AHEAD=1), "Q_AHEAD"),
+                                     (dict(scheduled, Q_REGS=1), "Q_REGS"), (dict(scheduled, Q_EARLY=1), "Q_EARLY")))
     config = dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1, SCHEDULED=1, PRODUCER_REGS=32,
                   SPLIT_EMPTY=1)
     for window in (False, True):
-        without = hopper.compile_rung(4, 128, torch.bfloat16, True, config=config, window=window)
-        ahead = hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(config, TABLE_AHEAD=1), window=window)
-        usage = hopper.resource_usage(ahead)
-        assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
-        assert ahead.metadata.shared == without.metadata.shared
+        without, ahead = _without_and_with(hopper, config, "TABLE_AHEAD", window)
         assert ahead.asm["ptx"] != without.asm["ptx"]
 
 

@@ -149,4 +149,15 @@ CONFIGS = {
                                                               SPLIT_TAIL=1)),
     "r4_n128b2_persistent_split_half_tail": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PERSISTENT=1, PRODUCER_REGS=32,
                                                      SPLIT_EMPTY=1, HALF_DIAGONAL=1, SPLIT_TAIL=1)),
+    # the (32, 32, 512, 128) table choice with the registers split otherwise between consumers and producer
+    # (2·CONSUMER_REGS + PRODUCER_REGS = 512: 232/48, 224/64, 240/24; none spills)
+    "r4_n128b2_persistent_split_half_pairplan_r232": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PERSISTENT=1, SCHEDULED=2,
+                                                              TABLE_AHEAD=1, CONSUMER_REGS=232, PRODUCER_REGS=48,
+                                                              SPLIT_EMPTY=1, HALF_DIAGONAL=1)),
+    "r4_n128b2_persistent_split_half_pairplan_r224": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PERSISTENT=1, SCHEDULED=2,
+                                                              TABLE_AHEAD=1, CONSUMER_REGS=224, PRODUCER_REGS=64,
+                                                              SPLIT_EMPTY=1, HALF_DIAGONAL=1)),
+    "r4_n128b2_persistent_split_half_pairplan_p24": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PERSISTENT=1, SCHEDULED=2,
+                                                             TABLE_AHEAD=1, PRODUCER_REGS=24, SPLIT_EMPTY=1,
+                                                             HALF_DIAGONAL=1)),
 }

@@ -1,5 +1,5 @@
 #!/bin/bash
-# On the GPU machine (~6 min on an H200): CHAIN_RANGES (chapter 12 §12.11: an item's key ranges, mask-free then masked, run
+# On the GPU machine (~6 min on an H200): CHAIN_RANGES (chapter 12's appendix on short work items: an item's key ranges, mask-free then masked, run
 # as one pipeline: the first masked S issued beside the last mask-free P·V) checked, then timed.
 #  1. gpu/gluon_check.py's 96 fp64 cases for each *_chain candidate of fa2/gluon/candidates.py, and
 #     gpu/gluon_window.py's 12 window cases for them, side by side.

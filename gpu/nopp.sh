@@ -1,5 +1,5 @@
 #!/bin/bash
-# On the GPU machine (~3.5 min on an H200): PINGPONG off (chapter 12 §12.11: the persistent configs with the two consumers issuing
+# On the GPU machine (~3.5 min on an H200): PINGPONG off (chapter 12's appendix on short work items: the persistent configs with the two consumers issuing
 # their wgmmas without taking turns) checked, then timed.
 #  1. gpu/gluon_check.py's 96 fp64 cases for each non-ping-pong candidate of fa2/gluon/candidates.py, and
 #     gpu/gluon_window.py's 12 window cases for them, side by side.

@@ -1,6 +1,6 @@
 #!/bin/bash
 # On the GPU machine (~4 min on an H200): the no-ping-pong persistent configs with Q_EARLY, and the 64-key
-# persistent config with own key ranges without ping-pong (chapter 12 §12.11), checked, then timed.
+# persistent config with own key ranges without ping-pong (chapter 12's appendix on short work items), checked, then timed.
 #  1. gpu/gluon_check.py's 96 fp64 cases and gpu/gluon_window.py's 12 window cases for each new candidate.
 #  2. Two runs of gpu/money_ab.py (5 interleaved rounds) at (32, 32, 512, 128) and (8, 32, 2048, 128) causal bf16
 #     and (8, 16, 2048, 64) causal bf16: the candidates that passed beside the shipped persistent config, the same

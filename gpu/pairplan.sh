@@ -1,5 +1,5 @@
 #!/bin/bash
-# On the GPU machine (~4 min on an H200): SCHEDULED=2 (chapter 12 §12.11: the paired order from a table whose last
+# On the GPU machine (~4 min on an H200): SCHEDULED=2 (chapter 12's appendix on short work items: the paired order from a table whose last
 # round is planned tile by tile, attention_hopper.paired_schedule_table) checked, then timed.
 #  1. gpu/gluon_check.py's 96 fp64 cases and gpu/gluon_window.py's 12 window cases for each new candidate.
 #  2. Two runs of gpu/money_ab.py (5 interleaved rounds) at (32, 32, 512, 128), (8, 32, 2048, 128),

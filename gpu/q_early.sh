@@ -1,5 +1,5 @@
 #!/bin/bash
-# On the GPU machine (~5 min on an H200): Q_EARLY (chapter 12 §12.11: a persistent consumer loads its next work
+# On the GPU machine (~5 min on an H200): Q_EARLY (chapter 12's appendix on short work items: a persistent consumer loads its next work
 # item's Q right after the item's last S = Q·Kᵀ, before its last P·V, instead of after that P·V) checked, then timed.
 #  1. gpu/gluon_check.py's 96 fp64 cases for each *_early candidate of fa2/gluon/candidates.py, and
 #     gpu/gluon_window.py's 12 window cases for them, side by side.

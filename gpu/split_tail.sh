@@ -1,5 +1,5 @@
 #!/bin/bash
-# On the GPU machine (~7 min on an H200): SPLIT_TAIL (chapter 12 §12.11: a paired launch's last round dealt tile
+# On the GPU machine (~7 min on an H200): SPLIT_TAIL (chapter 12's appendix on short work items: a paired launch's last round dealt tile
 # by tile in the kernel, no table) checked, timed, and given the (32, 32, 512, 128) table decision.
 #  1. gpu/gluon_check.py's 96 fp64 cases and gpu/gluon_window.py's 12 window cases for each new candidate; their
 #     rows appended to this copy's book/results/gluon_check.csv (gpu/append_checks.py), as they are committed.

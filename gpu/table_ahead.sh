@@ -1,5 +1,5 @@
 #!/bin/bash
-# On the GPU machine (~5 min on an H200): TABLE_AHEAD (chapter 12 §12.11: a SCHEDULED program reads each work item's
+# On the GPU machine (~5 min on an H200): TABLE_AHEAD (chapter 12's appendix on short work items: a SCHEDULED program reads each work item's
 # table entry an item ahead, so no read of the table is on its path) checked, then timed.
 #  1. gpu/gluon_check.py's 96 fp64 cases for each *_ahead candidate of fa2/gluon/candidates.py, and
 #     gpu/gluon_window.py's 12 window cases for them, side by side.

@@ -54,7 +54,8 @@ operand, ``Q_AHEAD`` (persistent): two Q buffers, the next item's Q loaded a who
 (persistent): the next item's Q loaded right after an item's last S, before its last P·V, ``CHAIN_RANGES``
 (rungs 2-4): an item's key ranges as one pipeline, without a drain between the mask-free and the masked tiles, and
 ``TABLE_AHEAD`` (SCHEDULED): each item's table entry read an item ahead (all five measured and checked, not
-shipped: slower, level, or faster by less than the table's 3 %). Chapter 12 §12.11 measures each.
+shipped: slower, level, or faster by less than the table's 3 %). Chapter 12's appendix on short work items
+(book/appendix_short_items.ipynb) measures each.
 """
 
 import math

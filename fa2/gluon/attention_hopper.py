@@ -898,7 +898,7 @@ def _units(num_m, BH, PAIRED: gl.constexpr):
     query tiles of one head, its k-th longest and k-th shortest, whose key tiles add up to the same count for
     every k; otherwise one query tile (with a window the tiles are of nearly equal length). Units go to the
     programs round-robin, head by head. PAIRED == 2 (SPLIT_TAIL): the last, partial round's units are split into
-    their two tiles (_tail_item)."""
+    their two tiles (_tail_item), unless more than two thirds of the programs take one (_tail_split)."""
     if PAIRED:
         return BH * gl.cdiv(num_m, 2)
     else:
@@ -907,8 +907,9 @@ def _units(num_m, BH, PAIRED: gl.constexpr):
 
 @gluon.jit
 def _item_count(pid, nprog, num_m, BH, PAIRED: gl.constexpr, schedule_ptr, SCHEDULED: gl.constexpr):
-    """How many query tiles program pid takes: its units pid, pid + nprog, ... (two tiles each when PAIRED), or
-    SCHEDULED its row of the host's table (schedule_table: offsets[nprog + 1], then every program's items)."""
+    """How many query tiles program pid takes: its units pid, pid + nprog, ... (two tiles each when PAIRED;
+    PAIRED == 2, the whole rounds' pairs and its tiles of a split last round, _tail_item), or SCHEDULED its row of
+    the host's table (schedule_table: offsets[nprog + 1], then every program's items)."""
     if SCHEDULED:
         return gl.load(schedule_ptr + pid + 1) - gl.load(schedule_ptr + pid)
     elif PAIRED == 2:                                   # SPLIT_TAIL: whole rounds of pairs, then _tail_item's
@@ -940,7 +941,7 @@ def _tail_item(k, pid, nprog, whole, last):
     """SPLIT_TAIL: (unit, 0 for its longest tile or 1 for its shortest) of program pid's item k >= 2·whole. The
     last round's 2·last tiles are listed longest tiles first, in unit order, then shortest tiles in reverse unit
     order, and dealt out in a snake: tile t to program t, tile nprog + i to program nprog - 1 - i. No program
-    takes two longest tiles, and one that takes two tiles takes the two shortest of theirs (tail_item on the host)."""
+    takes two longest tiles, and one that takes two tiles takes two shortest ones (tail_item on the host)."""
     first = (k == 2 * whole) & (pid < 2 * last)
     t = gl.where(first, pid, 2 * nprog - 1 - pid)
     longest = t < last

@@ -1821,15 +1821,23 @@ def schedule_table(costs, BH, nprog, causal):
     TAIL_ROUNDS·nprog tiles are taken longest first instead (as in LPT scheduling), so that the programs end
     together: in the model the busiest program has at most ~1 % more work than the mean at chapter 6's causal
     headline shapes, against ~3 % for the pairs of a paired launch (tests/test_gluon.py)."""
-    import heapq
-
     num_m = len(costs)
     order = range(num_m - 1, -1, -1) if causal else range(num_m)
     items = [(pid_bh, pid_m) for pid_bh in range(BH) for pid_m in order]
     tail = max(len(items) - TAIL_ROUNDS * nprog, 0)
     items[tail:] = sorted(items[tail:], key=lambda item: -costs[item[1]])    # stable: head by head within a cost
-    heap = [(0, p) for p in range(nprog)]
-    rows = [[] for _ in range(nprog)]
+    return _list_schedule(items, [[] for _ in range(nprog)], [0] * nprog, costs)
+
+
+def _list_schedule(items, rows, loads, costs):
+    """Deal `items` (pid_bh, pid_m), in their order, each to the program whose modelled work so far (`loads`, then
+    `costs` per query tile) is least (ties: the lower program), appended to its row of `rows`: the kernel's
+    table of those rows (_table)."""
+    import heapq
+
+    num_m = len(costs)
+    heap = [(load, p) for p, load in enumerate(loads)]
+    heapq.heapify(heap)
     for pid_bh, pid_m in items:
         load, p = heap[0]
         rows[p].append(pid_bh * num_m + pid_m)
@@ -1856,8 +1864,6 @@ def paired_schedule_table(costs, BH, nprog):
     longest first, each to the program with the least modelled work (`costs`: item_costs), so the busiest program
     ends about half a unit earlier. (The items of a unit are listed in the kernel's order; a phantom tile, the
     second half of an odd num_m's middle unit, is left out.)"""
-    import heapq
-
     num_m = len(costs)
     per_head = -(-num_m // 2)
     total = BH * per_head
@@ -1875,13 +1881,7 @@ def paired_schedule_table(costs, BH, nprog):
             rows[u % nprog].append(pid_bh * num_m + pid_m)
             loads[u % nprog] += costs[pid_m]
     last = sorted((item for u in range(whole, total) for item in unit(u)), key=lambda item: -costs[item[1]])
-    heap = [(load, p) for p, load in enumerate(loads)]
-    heapq.heapify(heap)
-    for pid_bh, pid_m in last:
-        load, p = heap[0]
-        rows[p].append(pid_bh * num_m + pid_m)
-        heapq.heapreplace(heap, (load + costs[pid_m], p))
-    return _table(rows)
+    return _list_schedule(last, rows, loads, costs)
 
 
 def scheduled_item(table, k, pid, nprog, num_m, H, GROUP, BLOCK_M):

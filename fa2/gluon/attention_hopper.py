@@ -629,13 +629,14 @@ def _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v
                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                 NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, base=0, turn_base=0,
                 HALF_DIAGONAL: gl.constexpr = False, next_q=None, has_next=0, Q_EARLY: gl.constexpr = False,
-                CHAIN_RANGES: gl.constexpr = False):
+                CHAIN_RANGES: gl.constexpr = False, SWAP_ROWS: gl.constexpr = False):
     """The masked tiles [kv_start, free_start) at a window's left edge (none without a window), the mask-free
     ones [free_start, free_end), then the masked ones [free_end, kv_end). base, turn_base (PERSISTENT, rungs 2-4):
     the ring tiles and PINGPONG turns of the program's earlier work items. HALF_DIAGONAL (causal, rung 4's lower
-    consumer): where none of its rows sees the second half of the last masked tile, that tile is half as wide
-    (_attend_half_last). Q_EARLY (PERSISTENT, has_next: the program has a next item): the last range with tiles
-    loads the next item's Q (next_q) before its last P·V. CHAIN_RANGES: the ranges as one pipeline (_attend_chain)."""
+    consumer; under SWAP_ROWS either consumer): where none of its rows sees the second half of the last masked
+    tile, that tile is half as wide (_attend_half_last). Q_EARLY (PERSISTENT, has_next: the program has a next
+    item): the last range with tiles loads the next item's Q (next_q) before its last P·V. CHAIN_RANGES: the
+    ranges as one pipeline (_attend_chain)."""
     if PIPELINED and CHAIN_RANGES:
         acc, m_i, l_i = _attend_chain(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
                                       turn_bars, off_b, off_kvh, offs_m, kv_start, free_start, free_end, kv_end, N_KV,
@@ -662,7 +663,7 @@ def _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v
                                           False, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N,
                                           HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, next_q, early_free,
                                           Q_EARLY)
-        if HALF_DIAGONAL and CONSUMER == 0 and IS_CAUSAL:
+        if HALF_DIAGONAL and (CONSUMER == 0 or SWAP_ROWS) and IS_CAUSAL:
             if (kv_end > free_end) & _half_fits(offs_m, kv_start, kv_end, N_KV, diagonal, BLOCK_N):
                 acc, m_i, l_i = _attend_half_last(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars,
                                                   v_bars, empty_bars, turn_bars, off_b, off_kvh, offs_m, free_end,
@@ -1016,15 +1017,28 @@ def _item_range(m_start, N_Q, N_KV, window_left, IS_CAUSAL: gl.constexpr, WINDOW
 @gluon.jit
 def _load_q(q_desc, q_smem, q_bars, k, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER: gl.constexpr,
             IS_CAUSAL: gl.constexpr, PAIRED: gl.constexpr, BLOCK_M: gl.constexpr, SCHEDULED: gl.constexpr,
-            SLOT: gl.constexpr, TABLE_AHEAD: gl.constexpr = False, u_ahead=0):
-    """TMA load of consumer CONSUMER's Q rows of program pid's k-th work item into Q buffer (and barrier) SLOT
-    (a phantom tile's rows lie past N_Q: TMA fills them with zeros)."""
+            SLOT: gl.constexpr, TABLE_AHEAD: gl.constexpr = False, u_ahead=0, SWAP_ROWS: gl.constexpr = False):
+    """TMA load of consumer CONSUMER's Q rows (_row_half) of program pid's k-th work item into Q buffer (and
+    barrier) SLOT (a phantom tile's rows lie past N_Q: TMA fills them with zeros)."""
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
     off_b, off_h, _, _, m_start = _work_item(k, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL, PAIRED, BLOCK_M,
                                              schedule_ptr, SCHEDULED, TABLE_AHEAD, u_ahead)
     mbarrier.expect(q_bars.index(SLOT), q_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(q_desc, [off_b, off_h, m_start + CONSUMER * Q_ROWS, 0], q_bars.index(SLOT),
-                                    q_smem.index(SLOT))
+    row = m_start + _row_half(k, CONSUMER, SWAP_ROWS) * Q_ROWS
+    tma.async_copy_global_to_shared(q_desc, [off_b, off_h, row, 0], q_bars.index(SLOT), q_smem.index(SLOT))
+
+
+@gluon.jit
+def _row_half(k, CONSUMER: gl.constexpr, SWAP_ROWS: gl.constexpr):
+    """Which half of the 128 query rows of work item k consumer CONSUMER takes: its own (0: the first 64 rows), or
+    under SWAP_ROWS the other one on odd items. Under causal the first half sees fewer keys (HALF_DIAGONAL: half
+    a tile fewer), so swapping evens the two consumers' work over an item pair instead of leaving consumer 0 ahead
+    by half a tile per item, which the shared K/V ring lets it keep only a tile or two of."""
+    if SWAP_ROWS:
+        half = (k & 1) ^ CONSUMER
+    else:
+        half = CONSUMER
+    return half
 
 
 @gluon.jit
@@ -1053,13 +1067,14 @@ def _issue_q(next_q):
 @gluon.jit
 def _load_next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
                  CONSUMER: gl.constexpr, IS_CAUSAL: gl.constexpr, PAIRED: gl.constexpr, BLOCK_M: gl.constexpr,
-                 SCHEDULED: gl.constexpr, TABLE_AHEAD: gl.constexpr = False, u_ahead=0):
+                 SCHEDULED: gl.constexpr, TABLE_AHEAD: gl.constexpr = False, u_ahead=0,
+                 SWAP_ROWS: gl.constexpr = False):
     """PERSISTENT: once every warp of consumer CONSUMER is done reading its Q buffer, item count + 1's Q into it
     (_load_q), if the program has one."""
     if count + 1 < n_items:
         gl.thread_barrier()
         _load_q(q_desc, q_smem, q_bars, count + 1, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER,
-                IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED, CONSUMER, TABLE_AHEAD, u_ahead)
+                IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED, CONSUMER, TABLE_AHEAD, u_ahead, SWAP_ROWS)
 
 
 @gluon.jit
@@ -1069,7 +1084,7 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
                          Q_REGS: gl.constexpr = False, Q_AHEAD: gl.constexpr = False,
                          HALF_DIAGONAL: gl.constexpr = False, Q_EARLY: gl.constexpr = False,
                          CHAIN_RANGES: gl.constexpr = False, TABLE_AHEAD: gl.constexpr = False,
-                         SPLIT_TAIL: gl.constexpr = False):
+                         SPLIT_TAIL: gl.constexpr = False, SWAP_ROWS: gl.constexpr = False):
     """PERSISTENT (rungs 3-4): consumer CONSUMER over its work items (_work_item, _persistent_item). Its Q rows
     have one shared buffer: the next item's Q is loaded (by this consumer) as soon as the last wgmma that reads
     this item's Q has completed, so the load overlaps this item's epilogue; Q_EARLY: before the item's last P·V
@@ -1080,7 +1095,8 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
     turns run on across items: `base` counts the tiles of earlier items, `turn_base` their turns. (Q and O
     buffers are indexed by constants: a Q buffer picked by a run-time index gave wrong scores on the H200 --
     gpu/persistent_debug.py.) TABLE_AHEAD (SCHEDULED): each item's table entry is loaded when the item before it
-    starts, so neither the item nor the next Q's load waits for a read of the table."""
+    starts, so neither the item nor the next Q's load waits for a read of the table. SWAP_ROWS (rung 4): the two
+    consumers trade query-row halves on odd items (_row_half)."""
     (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars,
      turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left, schedule_ptr) = args
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
@@ -1117,7 +1133,7 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
             base, turn_base = _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL, WINDOW,
                                                NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
                                                OWN_RANGES, Q_REGS, Q_AHEAD, CONSUMER, HALF_DIAGONAL, Q_EARLY,
-                                               CHAIN_RANGES, TABLE_AHEAD, u_cur, u_next, SPLIT_TAIL)
+                                               CHAIN_RANGES, TABLE_AHEAD, u_cur, u_next, SPLIT_TAIL, SWAP_ROWS)
     tma.store_wait(0)
 
 
@@ -1128,7 +1144,7 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
                      OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, Q_AHEAD: gl.constexpr, Q_SLOT: gl.constexpr,
                      HALF_DIAGONAL: gl.constexpr = False, Q_EARLY: gl.constexpr = False,
                      CHAIN_RANGES: gl.constexpr = False, TABLE_AHEAD: gl.constexpr = False, u_cur=0, u_next=0,
-                     SPLIT_TAIL: gl.constexpr = False):
+                     SPLIT_TAIL: gl.constexpr = False, SWAP_ROWS: gl.constexpr = False):
     """Consumer CONSUMER's work item `count` of its program, its Q in buffer Q_SLOT (the item's (count // 2)-th
     use of it under Q_AHEAD, its count-th otherwise): returns (base, turn_base) advanced past the item."""
     (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars,
@@ -1163,7 +1179,7 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
     if Q_REGS:                                       # Q is in registers: the next item's Q loads meanwhile
         _load_next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
                      CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED)
-    m_start = m_prog + CONSUMER * Q_ROWS
+    m_start = m_prog + _row_half(count, CONSUMER, SWAP_ROWS) * Q_ROWS
     offs_m = m_start + gl.arange(0, Q_ROWS, layout=row_layout)
     m_i = gl.full([Q_ROWS], float("-inf"), gl.float32, row_layout)
     l_i = gl.zeros([Q_ROWS], gl.float32, row_layout)
@@ -1201,10 +1217,11 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
                                     empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, free_start,
                                     free_end, kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW,
                                     True, True, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N, HEAD_DIM, NUM_BUFFERS,
-                                    s_layout, o_layout, base, turn_base, HALF_DIAGONAL)
+                                    s_layout, o_layout, base, turn_base, HALF_DIAGONAL, None, 0, False, False,
+                                    SWAP_ROWS)
     if not Q_REGS and not Q_AHEAD and not Q_EARLY:   # every wgmma reading this Q is done: the next item's
         _load_next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
-                     CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED, TABLE_AHEAD, u_next)
+                     CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED, TABLE_AHEAD, u_next, SWAP_ROWS)
     tma.store_wait(0)                                # the previous item's O has left o_buf
     _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q, dtype,
                o_layout)
@@ -1300,7 +1317,7 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
                           OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, SPLIT_EMPTY: gl.constexpr,
                           Q_AHEAD: gl.constexpr, HALF_DIAGONAL: gl.constexpr, Q_EARLY: gl.constexpr,
                           CHAIN_RANGES: gl.constexpr, TABLE_AHEAD: gl.constexpr, SPLIT_TAIL: gl.constexpr,
-                          num_warps: gl.constexpr):
+                          SWAP_ROWS: gl.constexpr, num_warps: gl.constexpr):
     """Grid (cdiv(N_Q, BLOCK_M), B·H), or PERSISTENT (rungs 3-4) at most one program per SM, each taking its
     units of the cdiv(N_Q, BLOCK_M)·BH query tiles round-robin (_units, _work_item). q_desc/o_desc: 4-D
     (B, H, N_Q, D) descriptors with (1, 1, BLOCK_M / C, D) boxes, C the rung's consumer partitions (consumers());
@@ -1331,12 +1348,16 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
                      "HALF_DIAGONAL halves rung 4's lower consumer's diagonal tile (not with OWN_RANGES or Q_REGS)")
     gl.static_assert(not SPLIT_TAIL or (PERSISTENT and not SCHEDULED and not Q_AHEAD),
                      "SPLIT_TAIL splits a paired PERSISTENT launch's last round (not with SCHEDULED or Q_AHEAD)")
+    gl.static_assert(not SWAP_ROWS or (RUNG == 4 and PERSISTENT and not OWN_RANGES and not Q_REGS and not Q_AHEAD
+                                       and not Q_EARLY and not CHAIN_RANGES),
+                     "SWAP_ROWS trades rung 4's consumers' row halves between a PERSISTENT program's items (not with "
+                     "OWN_RANGES, Q_REGS, Q_AHEAD, Q_EARLY or CHAIN_RANGES)")
 
     if PERSISTENT:
         _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left, BH,
                     schedule_ptr, IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG,
                     SCHEDULED, OWN_RANGES, Q_REGS, SPLIT_EMPTY, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
-                    TABLE_AHEAD, SPLIT_TAIL, num_warps)
+                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, num_warps)
     else:
         _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left,
                   IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG, OWN_RANGES,
@@ -1463,7 +1484,7 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
                 PINGPONG: gl.constexpr, SCHEDULED: gl.constexpr, OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr,
                 SPLIT_EMPTY: gl.constexpr, Q_AHEAD: gl.constexpr, HALF_DIAGONAL: gl.constexpr,
                 Q_EARLY: gl.constexpr, CHAIN_RANGES: gl.constexpr, TABLE_AHEAD: gl.constexpr,
-                SPLIT_TAIL: gl.constexpr, num_warps: gl.constexpr):
+                SPLIT_TAIL: gl.constexpr, SWAP_ROWS: gl.constexpr, num_warps: gl.constexpr):
     """PERSISTENT: the rung's partitions, each looping over the program's work items (_consumer_persistent,
     _producer_persistent); shared memory and barriers are set up once."""
     CONSUMERS: gl.constexpr = _consumers(RUNG)
@@ -1485,10 +1506,10 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
                                     num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
-                                    TABLE_AHEAD, SPLIT_TAIL)),
+                                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS)),
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 1, SCHEDULED,
                                     num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
-                                    TABLE_AHEAD, SPLIT_TAIL)),
+                                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
                                     BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
                                     NUM_BUFFERS, SCHEDULED, TABLE_AHEAD, SPLIT_TAIL)),
@@ -1628,6 +1649,10 @@ def rung_config(rung, head_dim, config=None):
     if cfg.get("SPLIT_TAIL") and (not cfg.get("PERSISTENT") or cfg.get("SCHEDULED") or cfg.get("Q_AHEAD")):
         raise ValueError("SPLIT_TAIL splits a paired PERSISTENT launch's last round into single tiles: it needs "
                          "PERSISTENT, without SCHEDULED or Q_AHEAD")
+    if cfg.get("SWAP_ROWS") and (rung != 4 or not cfg.get("PERSISTENT") or any(
+            cfg.get(flag) for flag in ("OWN_RANGES", "Q_REGS", "Q_AHEAD", "Q_EARLY", "CHAIN_RANGES"))):
+        raise ValueError("SWAP_ROWS trades rung 4's consumers' row halves between a PERSISTENT program's items: it "
+                         "needs rung 4 and PERSISTENT, without OWN_RANGES, Q_REGS, Q_AHEAD, Q_EARLY or CHAIN_RANGES")
     if cfg.get("HALF_DIAGONAL") and (rung != 4 or cfg["BLOCK_N"] != 128 or cfg.get("OWN_RANGES") or cfg.get("Q_REGS")):
         raise ValueError("HALF_DIAGONAL halves the diagonal 128-key tile of rung 4's lower consumer: it needs rung 4 "
                          "and BLOCK_N=128, without OWN_RANGES or Q_REGS")
@@ -1644,7 +1669,7 @@ def _constexprs(rung, causal, cfg, window=False):
                 Q_AHEAD=bool(cfg.get("Q_AHEAD", False)), HALF_DIAGONAL=bool(cfg.get("HALF_DIAGONAL", False)),
                 Q_EARLY=bool(cfg.get("Q_EARLY", False)), CHAIN_RANGES=bool(cfg.get("CHAIN_RANGES", False)),
                 TABLE_AHEAD=bool(cfg.get("TABLE_AHEAD", False)), SPLIT_TAIL=bool(cfg.get("SPLIT_TAIL", False)),
-                num_warps=cfg["num_warps"])
+                SWAP_ROWS=bool(cfg.get("SWAP_ROWS", False)), num_warps=cfg["num_warps"])
 
 
 def _options(cfg):

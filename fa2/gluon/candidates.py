@@ -160,4 +160,16 @@ CONFIGS = {
     "r4_n128b2_persistent_split_half_pairplan_p24": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PERSISTENT=1, SCHEDULED=2,
                                                              TABLE_AHEAD=1, PRODUCER_REGS=24, SPLIT_EMPTY=1,
                                                              HALF_DIAGONAL=1)),
+    # SWAP_ROWS: the consumers trade query-row halves on odd items, so the one whose rows see half a diagonal tile
+    # fewer keys alternates (under causal consumer 0 otherwise runs ahead by half a tile an item, which the shared
+    # ring lets it keep only a tile or two of): the (32, 32, 512, 128) table choice, the paired launch without and
+    # with PINGPONG
+    "r4_n128b2_persistent_split_half_pairplan_swap": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PERSISTENT=1, SCHEDULED=2,
+                                                              TABLE_AHEAD=1, PRODUCER_REGS=32, SPLIT_EMPTY=1,
+                                                              HALF_DIAGONAL=1, SWAP_ROWS=1)),
+    "r4_n128b2_persistent_split_half_swap": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PERSISTENT=1, PRODUCER_REGS=32,
+                                                     SPLIT_EMPTY=1, HALF_DIAGONAL=1, SWAP_ROWS=1)),
+    "r4_n128b2_pingpong_persistent_split_half_swap": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,
+                                                              PRODUCER_REGS=32, SPLIT_EMPTY=1, HALF_DIAGONAL=1,
+                                                              SWAP_ROWS=1)),
 }

@@ -37,12 +37,16 @@ METRICS = ["gpu__time_duration.sum", "sm__cycles_elapsed.max", "smsp__inst_execu
 
 
 def target_named(names):
-    """Causal only: each named Gluon candidate, then cuDNN."""
+    """Causal only: each named Gluon candidate, then cuDNN, at SHAPE or the environment's SHORT_CAUSAL_SHAPE
+    ('B,H,N,D'; gpu/short_stalls_ncu.py)."""
+    import os
+
     from fa2.gluon.candidates import CONFIGS
     from fa2.plan import GluonPlan
     from fa2.validate import softmax_scale
 
-    B, H, N, D = SHAPE
+    shape = os.environ.get("SHORT_CAUSAL_SHAPE")
+    B, H, N, D = tuple(int(x) for x in shape.split(",")) if shape else SHAPE
     q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     plans = [GluonPlan(q, k, v, True, softmax_scale(D, None), (CONFIGS[name][0], dict(CONFIGS[name][1])))
              for name in names]

@@ -843,6 +843,46 @@ def test_split_tail_is_checked_and_compiles(hopper):
     assert tail.asm["ptx"] != without.asm["ptx"]
 
 
+def test_swap_rows_is_checked_and_compiles(hopper):
+    """SWAP_ROWS needs rung 4 and PERSISTENT and excludes OWN_RANGES, Q_REGS, Q_AHEAD, Q_EARLY and CHAIN_RANGES
+    (host checks; the kernel static_asserts them); the (32, 32, 512, 128) table config compiles with it for sm_90
+    without spills and in the same shared memory, and its PTX differs causal or not (the rows an item's Q load,
+    mask and O store use; causal, consumer 1 also gets the halved diagonal tile's code)."""
+    persistent = {"PERSISTENT": 1}
+    _refused(hopper, "SWAP_ROWS", [({}, "PERSISTENT")] + [(dict(persistent, **{flag: 1}), flag) for flag in
+                                                           ("OWN_RANGES", "Q_REGS", "Q_AHEAD", "Q_EARLY",
+                                                            "CHAIN_RANGES")])
+    with pytest.raises(ValueError, match="rung 4"):
+        hopper.rung_config(3, 128, dict(BLOCK_M=64, PERSISTENT=1, SWAP_ROWS=1))
+    config = dict(BLOCK_N=128, NUM_BUFFERS=2, PERSISTENT=1, SCHEDULED=2, TABLE_AHEAD=1, PRODUCER_REGS=32,
+                  SPLIT_EMPTY=1, HALF_DIAGONAL=1)
+    without, swapped = _without_and_with(hopper, config, "SWAP_ROWS")
+    assert swapped.asm["ptx"] != without.asm["ptx"]
+    full = [hopper.compile_rung(4, 128, torch.bfloat16, False, config=dict(config, SWAP_ROWS=flag))
+            for flag in (0, 1)]
+    assert full[0].asm["ptx"] != full[1].asm["ptx"]
+
+
+def test_one_loop_is_checked_and_compiles(hopper):
+    """ONE_LOOP needs PERSISTENT and excludes OWN_RANGES, Q_AHEAD, Q_EARLY and CHAIN_RANGES (host checks; the
+    kernel static_asserts them); the money shot's config compiles with it (1: masked tiles picked at run time;
+    2: every tile masked) for sm_90 without spills and in the same shared memory, and the three PTXs differ (the
+    (32, 32, 512, 128) table config with ONE_LOOP=1 spills 28 bytes: book/results/gluon_resources.csv); under a
+    window, whose three ranges it leaves as they are, the PTX is the same as without it."""
+    persistent = {"PERSISTENT": 1}
+    _refused(hopper, "ONE_LOOP", [({}, "PERSISTENT")] + [(dict(persistent, **{flag: 1}), flag) for flag in
+                                                          ("OWN_RANGES", "Q_AHEAD", "Q_EARLY", "CHAIN_RANGES")])
+    money = dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1, PRODUCER_REGS=32, SPLIT_EMPTY=1)
+    without, one = _without_and_with(hopper, money, "ONE_LOOP")
+    masked = hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(money, ONE_LOOP=2))
+    usage = hopper.resource_usage(masked)
+    assert usage["spill_stores"] == 0 and usage["shared"] == without.metadata.shared, usage
+    assert len({without.asm["ptx"], one.asm["ptx"], masked.asm["ptx"]}) == 3
+    windowed = [hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(money, ONE_LOOP=flag), window=True)
+                for flag in (0, 1)]
+    assert windowed[0].asm["ptx"] == windowed[1].asm["ptx"]
+
+
 @pytest.mark.parametrize("B,H,N", [(8, 32, 2048), (1, 32, 8192), (32, 32, 512), (8, 16, 2048), (1, 16, 16384),
                                    (1, 16, 32768), (2, 4, 1000), (1, 2, 300)])
 def test_persistent_causal_programs_get_even_work(hopper, B, H, N):

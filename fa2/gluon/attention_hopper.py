@@ -240,6 +240,25 @@ def _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, window_left
 
 
 @gluon.jit
+def _softmax_any(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, window_left, MASKED: gl.constexpr,
+                 IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, BLOCK_N: gl.constexpr, s_layout: gl.constexpr,
+                 mask_from=0):
+    """_softmax_step, MASKED True or False; or MASKED=2 (ONE_LOOP): masked where the tile starts at or past key
+    mask_from (the first masked key tile of the item), a branch the whole warpgroup takes one way."""
+    if MASKED == 2:
+        if kv >= mask_from:
+            p, alpha, m_new, l_new = _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, window_left,
+                                                   True, IS_CAUSAL, WINDOW, BLOCK_N, s_layout)
+        else:
+            p, alpha, m_new, l_new = _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, window_left,
+                                                   False, IS_CAUSAL, WINDOW, BLOCK_N, s_layout)
+    else:
+        p, alpha, m_new, l_new = _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, window_left,
+                                               MASKED, IS_CAUSAL, WINDOW, BLOCK_N, s_layout)
+    return p, alpha, m_new, l_new
+
+
+@gluon.jit
 def _rescale(acc, alpha, o_layout: gl.constexpr):
     """acc (rows, D) times alpha per row (alpha comes in the score tile's row layout)."""
     alpha_o = gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))
@@ -279,8 +298,9 @@ def _pass_turn(turn_bars, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr):
 def _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bar, phase, kv, offs_m, N_KV, diagonal, qk_scale, window_left,
                 turn_bars, turn, empty_bars, slot_tile, NUM_BUFFERS: gl.constexpr, CONSUMER: gl.constexpr,
                 PINGPONG: gl.constexpr,
-                MASKED: gl.constexpr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                dtype: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr):
+                MASKED: gl.constexpr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, BLOCK_M: gl.constexpr,
+                BLOCK_N: gl.constexpr, dtype: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr,
+                mask_from=0):
     """Key tile at row kv (its K in k_tile, loaded when k_bar reaches `phase`): wait for K, S = Q·Kᵀ (waited; its
     issue is turn `turn` under PINGPONG), the softmax step and O rescaled; returns O, P as the A operand of the
     P·V wgmma, m and l. SPLIT_EMPTY: K's buffer (ring slot slot_tile) is freed once S is done."""
@@ -291,8 +311,8 @@ def _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bar, phase, kv, offs_m, N_KV, d
     _pass_turn(turn_bars, CONSUMER, PINGPONG)
     s = warpgroup_mma_wait(0, deps=(s, ))
     _free_k(empty_bars, slot_tile, NUM_BUFFERS)
-    p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, window_left, MASKED,
-                                       IS_CAUSAL, WINDOW, BLOCK_N, s_layout)
+    p, alpha, m_i, l_i = _softmax_any(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, window_left, MASKED,
+                                      IS_CAUSAL, WINDOW, BLOCK_N, s_layout, mask_from)
     acc = _rescale(acc, alpha, o_layout)
     return acc, _to_operand(p, dtype, o_layout), m_i, l_i
 
@@ -346,7 +366,7 @@ def _overlap_step(acc, p_op, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k
                   MASKED: gl.constexpr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, PRODUCER: gl.constexpr,
                   CONSUMER: gl.constexpr, PINGPONG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                   HEAD_DIM: gl.constexpr, NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr,
-                  base, WIDTH: gl.constexpr):
+                  base, WIDTH: gl.constexpr, mask_from=0):
     """One step of _attend_pipelined for the key tile at row kv (tile j): issue S_j = Q·K_jᵀ (turn j + shift) and
     O += P_{j-1}·V_{j-1}, wait for S_j only, free K_j, softmax of S_j while P·V runs, then wait for P·V, release
     tile j - 1's buffer and rescale O. Returns (O, P_j as the next P·V's A operand, m, l). WIDTH < BLOCK_N
@@ -369,8 +389,8 @@ def _overlap_step(acc, p_op, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k
     _pass_turn(turn_bars, CONSUMER, PINGPONG)
     s = warpgroup_mma_wait(1, deps=(s, ))          # S_j done; P_{j-1}·V_{j-1} may still run
     _free_k(empty_bars, base + tile, NUM_BUFFERS)
-    p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, window_left, MASKED,
-                                       IS_CAUSAL, WINDOW, WIDTH, s_layout)
+    p, alpha, m_i, l_i = _softmax_any(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, window_left, MASKED,
+                                      IS_CAUSAL, WINDOW, WIDTH, s_layout, mask_from)
     acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
     _release(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, prev, kv_start, kv_end,
              BLOCK_N, NUM_BUFFERS, PRODUCER, base)
@@ -385,7 +405,7 @@ def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
                       PRODUCER: gl.constexpr, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr,
                       BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                       NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, base=0,
-                      next_q=None, early=0, Q_EARLY: gl.constexpr = False):
+                      next_q=None, early=0, Q_EARLY: gl.constexpr = False, mask_from=0):
     """Rung 2: key tiles [lo, hi) with FA3's intra-warpgroup overlap. Per tile j: issue S_j = Q·K_jᵀ, issue
     O += P_{j-1}·V_{j-1}, wait for S_j only (wgmma groups retire in order), softmax of S_j while P·V runs,
     then wait for P·V, free buffer j-1 and rescale O. The first tile's S and the last tile's P·V are peeled.
@@ -394,7 +414,8 @@ def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
     last P·V of each took a turn of its own: see turn_index), plus the turns of the program's earlier work items
     (PERSISTENT). A tile's ring slot is that of base + tile, base = the tiles of the earlier work items.
     Q_EARLY (PERSISTENT): where `early` is set (this is the item's last range), the next item's Q (next_q, see
-    _issue_q) is loaded once the last S is done, before the last P·V."""
+    _issue_q) is loaded once the last S is done, before the last P·V. MASKED=2 (ONE_LOOP): the tiles from key
+    mask_from on are masked, the others not (_softmax_any)."""
     dtype: gl.constexpr = k_desc.dtype
     if lo < hi:
         first = (lo - kv_start) // BLOCK_N
@@ -403,13 +424,13 @@ def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
         acc, p_op, m_i, l_i = _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bars.index(buf), phase, lo, offs_m,
                                           N_KV, diagonal, qk_scale, window_left, turn_bars, first + shift,
                                           empty_bars, base + first, NUM_BUFFERS, CONSUMER, PINGPONG, MASKED,
-                                          IS_CAUSAL, WINDOW, BLOCK_M, BLOCK_N, dtype, s_layout, o_layout)
+                                          IS_CAUSAL, WINDOW, BLOCK_M, BLOCK_N, dtype, s_layout, o_layout, mask_from)
         for kv in range(lo + BLOCK_N, hi, BLOCK_N):
             acc, p_op, m_i, l_i = _overlap_step(acc, p_op, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars,
                                                 v_bars, empty_bars, turn_bars, off_b, off_kvh, offs_m, kv, kv_start,
                                                 kv_end, N_KV, diagonal, qk_scale, window_left, shift, MASKED,
                                                 IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N,
-                                                HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, BLOCK_N)
+                                                HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, BLOCK_N, mask_from)
         last = (hi - 1 - kv_start) // BLOCK_N
         lbuf, lphase = _slot(base + last, NUM_BUFFERS)
         _, v_last = _kv_tiles(k_smem, v_smem, lbuf, BLOCK_N, HEAD_DIM)
@@ -428,11 +449,13 @@ def _attend_half_last(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
                       window_left, shift, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, PRODUCER: gl.constexpr,
                       CONSUMER: gl.constexpr, PINGPONG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                       HEAD_DIM: gl.constexpr, NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr,
-                      o_layout: gl.constexpr, base=0, next_q=None, early=0, Q_EARLY: gl.constexpr = False):
+                      o_layout: gl.constexpr, base=0, next_q=None, early=0, Q_EARLY: gl.constexpr = False,
+                      LOOP_MASKED: gl.constexpr = True, mask_from=0):
     """HALF_DIAGONAL: _attend_pipelined over the masked tiles [lo, hi) when none of this consumer's rows sees a key
     in the second half of the last tile: that tile's S = Q·K[:BLOCK_N/2]ᵀ and P·V[:BLOCK_N/2] are half as wide
     (half its wgmma work). The issue points, turns, waits and frees are _attend_pipelined's, one for one (and so is
-    Q_EARLY's load of the next Q)."""
+    Q_EARLY's load of the next Q). LOOP_MASKED=2 (ONE_LOOP): [lo, hi) is the item's whole key range and its
+    whole tiles are masked from key mask_from on (_softmax_any); the half tile always is."""
     HALF: gl.constexpr = BLOCK_N // 2
     h_layout: gl.constexpr = _half_layout(s_layout)
     row_half: gl.constexpr = gl.SliceLayout(1, h_layout)
@@ -452,14 +475,14 @@ def _attend_half_last(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
         k_tile, _ = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
         acc, p_op, m_i, l_i = _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bars.index(buf), phase, lo, offs_m,
                                           N_KV, diagonal, qk_scale, window_left, turn_bars, first + shift,
-                                          empty_bars, base + first, NUM_BUFFERS, CONSUMER, PINGPONG, True,
-                                          IS_CAUSAL, WINDOW, BLOCK_M, BLOCK_N, dtype, s_layout, o_layout)
+                                          empty_bars, base + first, NUM_BUFFERS, CONSUMER, PINGPONG, LOOP_MASKED,
+                                          IS_CAUSAL, WINDOW, BLOCK_M, BLOCK_N, dtype, s_layout, o_layout, mask_from)
         for kv in range(lo + BLOCK_N, kv_last, BLOCK_N):
             acc, p_op, m_i, l_i = _overlap_step(acc, p_op, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars,
                                                 v_bars, empty_bars, turn_bars, off_b, off_kvh, offs_m, kv, kv_start,
-                                                kv_end, N_KV, diagonal, qk_scale, window_left, shift, True,
+                                                kv_end, N_KV, diagonal, qk_scale, window_left, shift, LOOP_MASKED,
                                                 IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N,
-                                                HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, BLOCK_N)
+                                                HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, BLOCK_N, mask_from)
         # the half tile's S beside the previous tile's P·V
         acc, p_half, m_h, l_h = _overlap_step(acc, p_op, gl.convert_layout(m_i, row_half),
                                               gl.convert_layout(l_i, row_half), q_tile, k_desc, v_desc, k_smem,
@@ -629,15 +652,42 @@ def _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v
                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                 NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, base=0, turn_base=0,
                 HALF_DIAGONAL: gl.constexpr = False, next_q=None, has_next=0, Q_EARLY: gl.constexpr = False,
-                CHAIN_RANGES: gl.constexpr = False, SWAP_ROWS: gl.constexpr = False):
+                CHAIN_RANGES: gl.constexpr = False, SWAP_ROWS: gl.constexpr = False, ONE_LOOP: gl.constexpr = False):
     """The masked tiles [kv_start, free_start) at a window's left edge (none without a window), the mask-free
     ones [free_start, free_end), then the masked ones [free_end, kv_end). base, turn_base (PERSISTENT, rungs 2-4):
     the ring tiles and PINGPONG turns of the program's earlier work items. HALF_DIAGONAL (causal, rung 4's lower
     consumer; under SWAP_ROWS either consumer): where none of its rows sees the second half of the last masked
     tile, that tile is half as wide (_attend_half_last). Q_EARLY (PERSISTENT, has_next: the program has a next
     item): the last range with tiles loads the next item's Q (next_q) before its last P·V. CHAIN_RANGES: the
-    ranges as one pipeline (_attend_chain)."""
-    if PIPELINED and CHAIN_RANGES:
+    ranges as one pipeline (_attend_chain). ONE_LOOP (no window): [kv_start, kv_end) in one _attend_pipelined
+    whose tiles from free_end on are masked (MASKED=2), so that an item runs one copy of the pipeline's code
+    instead of one per range (under HALF_DIAGONAL one _attend_half_last over the whole range); ONE_LOOP=2: every
+    tile masked (one softmax in the code, the mask's arithmetic on every tile)."""
+    if PIPELINED and ONE_LOOP and not WINDOW:
+        LOOP_MASKED: gl.constexpr = 2 if ONE_LOOP == 1 else True
+        if HALF_DIAGONAL and (CONSUMER == 0 or SWAP_ROWS) and IS_CAUSAL:
+            if (kv_end > free_end) & _half_fits(offs_m, kv_start, kv_end, N_KV, diagonal, BLOCK_N):
+                acc, m_i, l_i = _attend_half_last(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars,
+                                                  v_bars, empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start,
+                                                  kv_end, kv_start, kv_end, N_KV, diagonal, qk_scale, window_left,
+                                                  turn_base, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG,
+                                                  BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base,
+                                                  None, 0, False, LOOP_MASKED, free_end)
+            else:
+                acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars,
+                                                  v_bars, empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start,
+                                                  kv_end, kv_start, kv_end, N_KV, diagonal, qk_scale, window_left,
+                                                  turn_base, LOOP_MASKED, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER,
+                                                  PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout,
+                                                  o_layout, base, None, 0, False, free_end)
+        else:
+            acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+                                              empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, kv_end,
+                                              kv_start, kv_end, N_KV, diagonal, qk_scale, window_left, turn_base,
+                                              LOOP_MASKED, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG, BLOCK_M,
+                                              BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, None, 0,
+                                              False, free_end)
+    elif PIPELINED and CHAIN_RANGES:
         acc, m_i, l_i = _attend_chain(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
                                       turn_bars, off_b, off_kvh, offs_m, kv_start, free_start, free_end, kv_end, N_KV,
                                       diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG,
@@ -1084,7 +1134,8 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
                          Q_REGS: gl.constexpr = False, Q_AHEAD: gl.constexpr = False,
                          HALF_DIAGONAL: gl.constexpr = False, Q_EARLY: gl.constexpr = False,
                          CHAIN_RANGES: gl.constexpr = False, TABLE_AHEAD: gl.constexpr = False,
-                         SPLIT_TAIL: gl.constexpr = False, SWAP_ROWS: gl.constexpr = False):
+                         SPLIT_TAIL: gl.constexpr = False, SWAP_ROWS: gl.constexpr = False,
+                         ONE_LOOP: gl.constexpr = False):
     """PERSISTENT (rungs 3-4): consumer CONSUMER over its work items (_work_item, _persistent_item). Its Q rows
     have one shared buffer: the next item's Q is loaded (by this consumer) as soon as the last wgmma that reads
     this item's Q has completed, so the load overlaps this item's epilogue; Q_EARLY: before the item's last P·V
@@ -1096,7 +1147,8 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
     buffers are indexed by constants: a Q buffer picked by a run-time index gave wrong scores on the H200 --
     gpu/persistent_debug.py.) TABLE_AHEAD (SCHEDULED): each item's table entry is loaded when the item before it
     starts, so neither the item nor the next Q's load waits for a read of the table. SWAP_ROWS (rung 4): the two
-    consumers trade query-row halves on odd items (_row_half)."""
+    consumers trade query-row halves on odd items (_row_half). ONE_LOOP: an item's key range in one pipeline
+    (_attend_all)."""
     (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars,
      turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left, schedule_ptr) = args
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
@@ -1133,7 +1185,8 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
             base, turn_base = _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL, WINDOW,
                                                NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
                                                OWN_RANGES, Q_REGS, Q_AHEAD, CONSUMER, HALF_DIAGONAL, Q_EARLY,
-                                               CHAIN_RANGES, TABLE_AHEAD, u_cur, u_next, SPLIT_TAIL, SWAP_ROWS)
+                                               CHAIN_RANGES, TABLE_AHEAD, u_cur, u_next, SPLIT_TAIL, SWAP_ROWS,
+                                               ONE_LOOP)
     tma.store_wait(0)
 
 
@@ -1144,7 +1197,8 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
                      OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, Q_AHEAD: gl.constexpr, Q_SLOT: gl.constexpr,
                      HALF_DIAGONAL: gl.constexpr = False, Q_EARLY: gl.constexpr = False,
                      CHAIN_RANGES: gl.constexpr = False, TABLE_AHEAD: gl.constexpr = False, u_cur=0, u_next=0,
-                     SPLIT_TAIL: gl.constexpr = False, SWAP_ROWS: gl.constexpr = False):
+                     SPLIT_TAIL: gl.constexpr = False, SWAP_ROWS: gl.constexpr = False,
+                     ONE_LOOP: gl.constexpr = False):
     """Consumer CONSUMER's work item `count` of its program, its Q in buffer Q_SLOT (the item's (count // 2)-th
     use of it under Q_AHEAD, its count-th otherwise): returns (base, turn_base) advanced past the item."""
     (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars,
@@ -1212,13 +1266,16 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
                                     True, True, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N, HEAD_DIM, NUM_BUFFERS,
                                     s_layout, o_layout, base, turn_base, HALF_DIAGONAL, None, 0, False, True)
     else:
-        item_turns = _turns(kv_start, free_start, free_end, kv_end, BLOCK_N)
+        if ONE_LOOP and not WINDOW:                  # one range: its tiles and its last P·V
+            item_turns = _chain_turns(kv_start, kv_end, BLOCK_N)
+        else:
+            item_turns = _turns(kv_start, free_start, free_end, kv_end, BLOCK_N)
         acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_op, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
                                     empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, free_start,
                                     free_end, kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW,
                                     True, True, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N, HEAD_DIM, NUM_BUFFERS,
                                     s_layout, o_layout, base, turn_base, HALF_DIAGONAL, None, 0, False, False,
-                                    SWAP_ROWS)
+                                    SWAP_ROWS, ONE_LOOP)
     if not Q_REGS and not Q_AHEAD and not Q_EARLY:   # every wgmma reading this Q is done: the next item's
         _load_next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
                      CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED, TABLE_AHEAD, u_next, SWAP_ROWS)
@@ -1317,7 +1374,7 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
                           OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, SPLIT_EMPTY: gl.constexpr,
                           Q_AHEAD: gl.constexpr, HALF_DIAGONAL: gl.constexpr, Q_EARLY: gl.constexpr,
                           CHAIN_RANGES: gl.constexpr, TABLE_AHEAD: gl.constexpr, SPLIT_TAIL: gl.constexpr,
-                          SWAP_ROWS: gl.constexpr, num_warps: gl.constexpr):
+                          SWAP_ROWS: gl.constexpr, ONE_LOOP: gl.constexpr, num_warps: gl.constexpr):
     """Grid (cdiv(N_Q, BLOCK_M), B·H), or PERSISTENT (rungs 3-4) at most one program per SM, each taking its
     units of the cdiv(N_Q, BLOCK_M)·BH query tiles round-robin (_units, _work_item). q_desc/o_desc: 4-D
     (B, H, N_Q, D) descriptors with (1, 1, BLOCK_M / C, D) boxes, C the rung's consumer partitions (consumers());
@@ -1352,12 +1409,16 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
                                        and not Q_EARLY and not CHAIN_RANGES),
                      "SWAP_ROWS trades rung 4's consumers' row halves between a PERSISTENT program's items (not with "
                      "OWN_RANGES, Q_REGS, Q_AHEAD, Q_EARLY or CHAIN_RANGES)")
+    gl.static_assert(not ONE_LOOP or (RUNG >= 2 and PERSISTENT and not OWN_RANGES and not Q_AHEAD and not Q_EARLY
+                                      and not CHAIN_RANGES),
+                     "ONE_LOOP runs a PERSISTENT item's key range in one pipeline (rungs 2-4; not with OWN_RANGES, "
+                     "Q_AHEAD, Q_EARLY or CHAIN_RANGES)")
 
     if PERSISTENT:
         _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left, BH,
                     schedule_ptr, IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG,
                     SCHEDULED, OWN_RANGES, Q_REGS, SPLIT_EMPTY, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
-                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, num_warps)
+                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP, num_warps)
     else:
         _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left,
                   IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG, OWN_RANGES,
@@ -1484,7 +1545,7 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
                 PINGPONG: gl.constexpr, SCHEDULED: gl.constexpr, OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr,
                 SPLIT_EMPTY: gl.constexpr, Q_AHEAD: gl.constexpr, HALF_DIAGONAL: gl.constexpr,
                 Q_EARLY: gl.constexpr, CHAIN_RANGES: gl.constexpr, TABLE_AHEAD: gl.constexpr,
-                SPLIT_TAIL: gl.constexpr, SWAP_ROWS: gl.constexpr, num_warps: gl.constexpr):
+                SPLIT_TAIL: gl.constexpr, SWAP_ROWS: gl.constexpr, ONE_LOOP: gl.constexpr, num_warps: gl.constexpr):
     """PERSISTENT: the rung's partitions, each looping over the program's work items (_consumer_persistent,
     _producer_persistent); shared memory and barriers are set up once."""
     CONSUMERS: gl.constexpr = _consumers(RUNG)
@@ -1506,10 +1567,10 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
                                     num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
-                                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS)),
+                                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP)),
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 1, SCHEDULED,
                                     num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
-                                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS)),
+                                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
                                     BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
                                     NUM_BUFFERS, SCHEDULED, TABLE_AHEAD, SPLIT_TAIL)),
@@ -1518,7 +1579,7 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
                                     num_warps, False, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
-                                    TABLE_AHEAD, SPLIT_TAIL)),
+                                    TABLE_AHEAD, SPLIT_TAIL, False, ONE_LOOP)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
                                     BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
                                     NUM_BUFFERS, SCHEDULED, TABLE_AHEAD, SPLIT_TAIL)),
@@ -1653,6 +1714,10 @@ def rung_config(rung, head_dim, config=None):
             cfg.get(flag) for flag in ("OWN_RANGES", "Q_REGS", "Q_AHEAD", "Q_EARLY", "CHAIN_RANGES"))):
         raise ValueError("SWAP_ROWS trades rung 4's consumers' row halves between a PERSISTENT program's items: it "
                          "needs rung 4 and PERSISTENT, without OWN_RANGES, Q_REGS, Q_AHEAD, Q_EARLY or CHAIN_RANGES")
+    if cfg.get("ONE_LOOP") and (not cfg.get("PERSISTENT") or any(
+            cfg.get(flag) for flag in ("OWN_RANGES", "Q_AHEAD", "Q_EARLY", "CHAIN_RANGES"))):
+        raise ValueError("ONE_LOOP runs a PERSISTENT work item's key range in one pipeline: it needs PERSISTENT, "
+                         "without OWN_RANGES, Q_AHEAD, Q_EARLY or CHAIN_RANGES")
     if cfg.get("HALF_DIAGONAL") and (rung != 4 or cfg["BLOCK_N"] != 128 or cfg.get("OWN_RANGES") or cfg.get("Q_REGS")):
         raise ValueError("HALF_DIAGONAL halves the diagonal 128-key tile of rung 4's lower consumer: it needs rung 4 "
                          "and BLOCK_N=128, without OWN_RANGES or Q_REGS")
@@ -1669,7 +1734,8 @@ def _constexprs(rung, causal, cfg, window=False):
                 Q_AHEAD=bool(cfg.get("Q_AHEAD", False)), HALF_DIAGONAL=bool(cfg.get("HALF_DIAGONAL", False)),
                 Q_EARLY=bool(cfg.get("Q_EARLY", False)), CHAIN_RANGES=bool(cfg.get("CHAIN_RANGES", False)),
                 TABLE_AHEAD=bool(cfg.get("TABLE_AHEAD", False)), SPLIT_TAIL=bool(cfg.get("SPLIT_TAIL", False)),
-                SWAP_ROWS=bool(cfg.get("SWAP_ROWS", False)), num_warps=cfg["num_warps"])
+                SWAP_ROWS=bool(cfg.get("SWAP_ROWS", False)), ONE_LOOP=int(cfg.get("ONE_LOOP", 0)),
+                num_warps=cfg["num_warps"])
 
 
 def _options(cfg):

@@ -172,4 +172,25 @@ CONFIGS = {
     "r4_n128b2_pingpong_persistent_split_half_swap": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,
                                                               PRODUCER_REGS=32, SPLIT_EMPTY=1, HALF_DIAGONAL=1,
                                                               SWAP_ROWS=1)),
+    # ONE_LOOP: an item's key range in one pipeline, its masked tiles picked at run time (_softmax_any), so an item
+    # runs one copy of the pipeline's code instead of one per range: under Nsight Compute the persistent causal
+    # kernel's warps wait for instructions (stall "no instruction") about as often as they issue, cuDNN's 0.06
+    # times as often (book/appendix_short_items.ipynb). The (32, 32, 512, 128) table choice, the money shot's, and
+    # the paired launches with the halved diagonal with and without PINGPONG
+    "r4_n128b2_persistent_split_half_pairplan_oneloop": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PERSISTENT=1,
+                                                                 SCHEDULED=2, TABLE_AHEAD=1, PRODUCER_REGS=32,
+                                                                 SPLIT_EMPTY=1, HALF_DIAGONAL=1, ONE_LOOP=1)),
+    "r4_n128b2_pingpong_persistent_split_oneloop": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,
+                                                            PRODUCER_REGS=32, SPLIT_EMPTY=1, ONE_LOOP=1)),
+    "r4_n128b2_pingpong_persistent_split_half_oneloop": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1,
+                                                                 PERSISTENT=1, PRODUCER_REGS=32, SPLIT_EMPTY=1,
+                                                                 HALF_DIAGONAL=1, ONE_LOOP=1)),
+    "r4_n128b2_persistent_split_half_oneloop": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PERSISTENT=1, PRODUCER_REGS=32,
+                                                        SPLIT_EMPTY=1, HALF_DIAGONAL=1, ONE_LOOP=1)),
+    # ONE_LOOP=2: the same with every tile masked (one softmax in the code; the mask's arithmetic on every tile)
+    "r4_n128b2_persistent_split_half_pairplan_allmasked": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PERSISTENT=1,
+                                                                   SCHEDULED=2, TABLE_AHEAD=1, PRODUCER_REGS=32,
+                                                                   SPLIT_EMPTY=1, HALF_DIAGONAL=1, ONE_LOOP=2)),
+    "r4_n128b2_pingpong_persistent_split_allmasked": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,
+                                                              PRODUCER_REGS=32, SPLIT_EMPTY=1, ONE_LOOP=2)),
 }

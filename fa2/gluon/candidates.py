@@ -193,4 +193,11 @@ CONFIGS = {
                                                                    SPLIT_EMPTY=1, HALF_DIAGONAL=1, ONE_LOOP=2)),
     "r4_n128b2_pingpong_persistent_split_allmasked": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1,
                                                               PRODUCER_REGS=32, SPLIT_EMPTY=1, ONE_LOOP=2)),
+    # rung 3 persistent: one 8-warp consumer of 128 rows (two warpgroups running the same code) beside the producer.
+    # At (32, 32, 512, 128) causal the two consumers of rung 4 run 78 KB of straight-line code an item between them
+    # and their warps wait for instructions in ~20 % of the stall samples (2 % at N = 8192); one consumer halves
+    # that code, without the halved diagonal tile (both warpgroups take the same shapes)
+    "r3_persistent_split": (3, dict(PERSISTENT=1, PRODUCER_REGS=32, SPLIT_EMPTY=1)),
+    "r3_persistent_split_pairplan": (3, dict(PERSISTENT=1, SCHEDULED=2, TABLE_AHEAD=1, PRODUCER_REGS=32,
+                                             SPLIT_EMPTY=1)),
 }

@@ -53,8 +53,10 @@ money shot). ``Q_REGS``: Q in registers as the S wgmma's A
 operand, ``Q_AHEAD`` (persistent): two Q buffers, the next item's Q loaded a whole item ahead, ``Q_EARLY``
 (persistent): the next item's Q loaded right after an item's last S, before its last P·V, ``CHAIN_RANGES``
 (rungs 2-4): an item's key ranges as one pipeline, without a drain between the mask-free and the masked tiles, and
-``TABLE_AHEAD`` (SCHEDULED): each item's table entry read an item ahead (all five measured and checked, not
-shipped: slower, level, or faster by less than the table's 3 %). Chapter 12's appendix on short work items
+``TABLE_AHEAD`` (SCHEDULED): each item's table entry read an item ahead, ``SWAP_ROWS`` (persistent rung 4): the
+consumers trade row halves on odd items, and ``ONE_LOOP`` (persistent): an item's key range in one pipeline, its
+masked tiles picked at run time (1) or every tile masked (2) (all seven measured and checked, not shipped:
+slower, level, or faster by less than the table's 3 %). Chapter 12's appendix on short work items
 (book/appendix_short_items.ipynb) measures each.
 """
 

@@ -42,20 +42,26 @@ def profiled_call(fn, x, warmup):
     torch.cuda.cudart().cudaProfilerStop()
 
 
-def profile(out, csv_name, script, metrics):
-    """Run `script --target` under ncu with `metrics`; write ncu's raw page to OUT/csv_name, its log to
-    OUT/ncu.log, and print each kernel's metrics."""
+def profile(out, csv_name, script, metrics=(), options=(), page="raw", log_name="ncu.log"):
+    """Run `script --target` under ncu with `metrics` and further ncu `options` (sections, a kernel filter); write
+    ncu's `page` (raw: a row per kernel; source: a row per instruction) to OUT/csv_name, its log to
+    OUT/log_name, and print each kernel's metrics (raw page) or the number of rows."""
     from fa2.profile import find_ncu
     ncu = find_ncu()
     if ncu is None:
         sys.exit(f"{os.path.basename(script)}: no ncu (Nsight Compute) on this machine")
-    command = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--metrics", ",".join(metrics),
-               "--page", "raw", "--csv", sys.executable, script, "--target"]
+    command = [ncu, "--clock-control", "none", "--profile-from-start", "off", *options]
+    if metrics:
+        command += ["--metrics", ",".join(metrics)]
+    command += ["--page", page, "--csv", sys.executable, script, "--target"]
     done = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ))
-    open(os.path.join(out, "ncu.log"), "w").write(done.stderr + "\n" + "\n".join(
+    open(os.path.join(out, log_name), "w").write(done.stderr + "\n" + "\n".join(
         line for line in done.stdout.splitlines() if not line.startswith('"')))
     rows = [line for line in done.stdout.splitlines() if line.startswith('"')]
     open(os.path.join(out, csv_name), "w").write("\n".join(rows) + "\n")
+    if page != "raw":
+        print(f"{len(rows)} rows; ncu rc {done.returncode}")
+        return
     import csv
     table = list(csv.DictReader(rows))
     for r in table[1:]:                      # the second row holds units

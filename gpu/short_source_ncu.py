@@ -10,29 +10,16 @@ SourceCounters section: every SASS instruction's address, source, executed count
 """
 
 import os
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from short_stalls_ncu import profile_named  # noqa: E402
 
 
 def main(out, name, shape=None, tag=""):
-    from fa2.profile import find_ncu
-    ncu = find_ncu()
-    if ncu is None:
-        sys.exit("short_source_ncu.py: no ncu (Nsight Compute) on this machine")
-    os.environ["SHORT_CAUSAL_CONFIGS"] = name
-    if shape:
-        os.environ["SHORT_CAUSAL_SHAPE"] = shape
-    suffix = f"_{tag}" if tag else ""
-    here = os.path.dirname(os.path.abspath(__file__))
-    command = [ncu, "--clock-control", "none", "--profile-from-start", "off", "-k", "regex:_attention_fwd_hopper",
-               "--section", "SourceCounters", "--section", "WarpStateStats", "--page", "source", "--print-source",
-               "sass", "--csv", sys.executable, os.path.join(here, "short_causal_ncu.py"), "--target"]
-    done = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ))
-    open(os.path.join(out, f"ncu_source{suffix}.log"), "w").write(done.stderr + "\n" + "\n".join(
-        line for line in done.stdout.splitlines() if not line.startswith('"')))
-    rows = [line for line in done.stdout.splitlines() if line.startswith('"')]
-    open(os.path.join(out, f"short_source_ncu{suffix}.csv"), "w").write("\n".join(rows) + "\n")
-    print(f"{len(rows)} source rows; ncu rc {done.returncode}")
+    profile_named(out, name, shape, tag, "short_source_ncu", "ncu_source", page="source",
+                  options=["-k", "regex:_attention_fwd_hopper", "--section", "SourceCounters", "--section",
+                           "WarpStateStats", "--print-source", "sass"])
 
 
 if __name__ == "__main__":

@@ -11,37 +11,31 @@ and InstructionStats sections' metrics plus short_causal_ncu.METRICS' time, inst
 """
 
 import os
-import subprocess
 import sys
 
-import short_causal_ncu
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import decode_paged_ncu as base  # noqa: E402
 
 METRICS = ["gpu__time_duration.sum", "smsp__inst_executed.sum",
            "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
            "smsp__issue_active.avg.pct_of_peak_sustained_active"]
 
 
-def main(out, names, shape=None, tag=""):
-    from fa2.profile import find_ncu
-    ncu = find_ncu()
-    if ncu is None:
-        sys.exit("short_stalls_ncu.py: no ncu (Nsight Compute) on this machine")
+def profile_named(out, names, shape, tag, stem, log_stem, **ncu):
+    """gpu/short_causal_ncu.py's named target (NAMES, at SHAPE 'B,H,N,D' or its default) under ncu
+    (decode_paged_ncu.profile with the keyword arguments `ncu`): OUT/stem[_TAG].csv and OUT/log_stem[_TAG].log."""
     os.environ["SHORT_CAUSAL_CONFIGS"] = names
     if shape:
         os.environ["SHORT_CAUSAL_SHAPE"] = shape
     suffix = f"_{tag}" if tag else ""
-    here = os.path.dirname(os.path.abspath(__file__))
-    command = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--section", "WarpStateStats",
-               "--section", "InstructionStats", "--metrics", ",".join(METRICS), "--page", "raw", "--csv",
-               sys.executable, os.path.join(here, "short_causal_ncu.py"), "--target"]
-    done = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ))
-    open(os.path.join(out, f"ncu{suffix}.log"), "w").write(done.stderr + "\n" + "\n".join(
-        line for line in done.stdout.splitlines() if not line.startswith('"')))
-    rows = [line for line in done.stdout.splitlines() if line.startswith('"')]
-    open(os.path.join(out, f"short_stalls_ncu{suffix}.csv"), "w").write("\n".join(rows) + "\n")
-    print(f"{len(rows) - 2} kernels profiled; ncu rc {done.returncode}")
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "short_causal_ncu.py")
+    base.profile(out, f"{stem}{suffix}.csv", script, log_name=f"{log_stem}{suffix}.log", **ncu)
+
+
+def main(out, names, shape=None, tag=""):
+    profile_named(out, names, shape, tag, "short_stalls_ncu", "ncu", metrics=METRICS,
+                  options=["--section", "WarpStateStats", "--section", "InstructionStats"])
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     main(*sys.argv[1:5])

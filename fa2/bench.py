@@ -482,18 +482,28 @@ def print_notes(rows, names):
               "kernels vendored in PyTorch. On an H200, flash-attn 2.8.3 ran 0-15% faster than it (mean ≈ 1.06×).")
 
 
-PROVIDER_COLORS = {"fa2": "#d62728", "sdpa_flash": "#1f77b4", "flash_attn": "#17becf", "sdpa_cudnn": "#2ca02c",
-                   "sdpa_efficient": "#9467bd", "sdpa_math": "#8c564b", "flex": "#ff7f0e"}
+PROVIDER_COLORS = {"fa2": "#d62728", "fa2_ch6": "#ff9896", "sdpa_flash": "#1f77b4", "flash_attn": "#17becf",
+                   "sdpa_cudnn": "#2ca02c", "sdpa_efficient": "#9467bd", "sdpa_math": "#8c564b", "flex": "#ff7f0e"}
+# Providers without a color of their own (the ladder's fa2@v0 ... fa2@v5) take these, in the order of `names`.
+OTHER_COLORS = ["#7f7f7f", "#bcbd22", "#e377c2", "#aec7e8", "#c49c94", "#dbdb8d", "#9edae5", "#c5b0d5"]
+
+
+def provider_colors(names):
+    """{provider: color}, one per provider for every bar it has (matplotlib's own cycle would give each bar the
+    next color)."""
+    others = iter(OTHER_COLORS * len(names))
+    return {name: PROVIDER_COLORS.get(name) or next(others) for name in names}
 
 
 def plot_panel(ax, groups, names, peer):
     """One panel: a group of bars per shape, one bar per provider, fa2's ratio to peer above fa2's bar."""
     bar = 0.8 / len(names)
+    colors = provider_colors(names)
     for x, (shape, row) in enumerate(groups):
         for i, name in enumerate(names):
             if row[name]["check"] != "error":
                 ax.bar(x + (i - (len(names) - 1) / 2) * bar, float(row[name]["tflops"]), bar,
-                       color=PROVIDER_COLORS.get(name), hatch="//" if row[name]["check"] == "fail" else None,
+                       color=colors[name], hatch="//" if row[name]["check"] == "fail" else None,
                        label=row[name]["label"])
         r = ratio(row["fa2"], row[peer]) if peer else None
         if r is not None:                     # on fa2's own bar: the label is fa2's ratio to the peer

@@ -145,3 +145,26 @@ def test_max_n_and_min_n_split_a_sweep_in_two():
     high = bench.parse_args(["--sweep", "tiny", "--min-n", str(cut)]).shapes
     assert low and high and sorted(low + high, key=every.index) == every
     assert all(s.N < cut for s in low) and all(s.N >= cut for s in high)
+
+
+def test_every_provider_keeps_one_color_across_shapes():
+    """A provider without an entry in PROVIDER_COLORS (fa2_ch6, the ladder's fa2@vN) once took matplotlib's next
+    color for every bar, so its bars changed color from shape to shape and its legend entry matched none of them."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = ["fa2", "fa2_ch6", "fa2@v3", "sdpa_flash", "sdpa_cudnn"]
+    groups = []
+    for N in (512, 1024, 2048):
+        row = {name: dict(provider=name, label=name, check="ok", tflops=str(100 + i + N / 100))
+               for i, name in enumerate(names)}
+        groups.append((bench.Shape(1, 2, 2, N, 64, True, "bf16"), row))
+    fig, ax = plt.subplots()
+    bench.plot_panel(ax, groups, names, "sdpa_flash")
+    colors = {}
+    for bars in ax.containers:                                                # one ax.bar call each
+        colors.setdefault(bars.get_label(), set()).update(patch.get_facecolor() for patch in bars)
+    plt.close(fig)
+    assert all(len(c) == 1 for c in colors.values()), colors
+    assert len({next(iter(c)) for c in colors.values()}) == len(names)       # and no two providers share one

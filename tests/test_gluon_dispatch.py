@@ -9,9 +9,11 @@ import pytest
 import torch
 import triton
 
+import fa2
 from fa2 import plan as fa2_plan
 from fa2 import runtime
 from fa2.chapters.fast import tma_compatible
+from fa2.chapters.reference import attention_reference
 from fa2.testing import check_attention, make_qkv
 from fa2.validate import softmax_scale
 from fa2.gluon import dispatch
@@ -260,6 +262,29 @@ def test_chapter6_plan_is_made_with_the_dispatch_off(monkeypatch):
     assert asked == [(False, 64 ** -0.5)] and dispatch.ENABLED
     with pytest.raises(ValueError, match="q"):
         fa2_plan.chapter6_plan(q[0], q, q, True, None)
+
+
+def test_ladder_top_rung_is_chapter6_with_the_dispatch_on(monkeypatch):
+    """fa2.ladder's v5 (chapter 6's last rung, the notebook's ladder and fa2@v5) runs chapter 6's kernel through
+    its launch plan even where fa2.attention would run chapter 12's Gluon kernel: a Gluon plan made here fails."""
+    from fa2 import ladder
+
+    def gluon_for(q, k, v, causal, scale):
+        return (4, {}) if dispatch.ENABLED else None
+
+    def gluon_plan(*args):
+        raise AssertionError("v5 made a Gluon plan")
+
+    monkeypatch.setattr(fa2_plan, "gluon_for", gluon_for)
+    monkeypatch.setattr(fa2_plan, "GluonPlan", gluon_plan)
+    monkeypatch.setattr(ladder, "_PLANS", {})
+    monkeypatch.setattr(fa2_plan, "PLANS", {})
+    q, k, v = (torch.randn(1, 2, 40, 16, dtype=torch.float16, device=runtime.DEVICE) for _ in range(3))
+    o, lse = ladder.version("v5").run(q, k, v, True)
+    ref, ref_lse = attention_reference(q, k, v, True, return_lse=True)
+    assert (o.double() - ref).abs().max().item() < 2e-3 and (lse.double() - ref_lse).abs().max().item() < 1e-5
+    with pytest.raises(AssertionError, match="Gluon plan"):
+        fa2.attention(q, k, v, causal=True)      # the same call through fa2.attention takes the Gluon plan
 
 
 def test_bench_times_chapter6_beside_fa2():

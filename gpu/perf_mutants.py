@@ -123,7 +123,7 @@ def perf_rows(B=8, H=32, N=2048, D=128):
 
 
 def harness_rows(B=1, H=8, Nq=128, Nk=8192, D=128):
-    """Three ways to time one call whose K and V fit in the L2 cache (33.5 MB here; the H200 has 50 MB)."""
+    """Three ways to time one call whose K and V fit in the L2 cache (33.5 MB here; the H200 has 60 MiB)."""
     q, k, v = make_qkv(B, H, H, Nq, Nk, D, torch.bfloat16)
     module = mutant(forward, {})                     # a fresh module: its first call compiles
     fn = lambda q, k, v: module.attention_forward(q, k, v, False, **TUNED_GENERIC)[0]

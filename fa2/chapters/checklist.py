@@ -12,7 +12,8 @@ from dataclasses import dataclass
 METRICS = {
     "duration_ns": ["gpu__time_duration.sum"],
     "sm_throughput_pct": ["sm__throughput.avg.pct_of_peak_sustained_elapsed"],
-    # tensor pipes: Hopper's wgmma has a counter of its own (gmma), mma.sync has hmma
+    # tensor pipes: gmma (wgmma) and hmma (mma.sync) counters; on the H200's ncu the hmma
+    # one counts wgmma activity too and the gmma cycle counter is not reported
     "tensor_wgmma_pct":
         ["sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active"],
     "tensor_mma_pct":

@@ -527,14 +527,14 @@ def print_summary(rows, picks=None):
                  fa2_row.get("host_us", "-") if fa2_row else "-"]
         for layout in ("paged16", "paged256"):
             paged = _us(one(layout, "fa2"))
-            cells.append(f"{paged / fa2_us:.2f}x" if paged and fa2_us else "-")
+            cells.append(f"{truncated(paged / fa2_us)}x" if paged and fa2_us else "-")
             if paged and fa2_us:
-                goals.append(("paged within 10% of contiguous", f"B={B} N={N} {layout} ({paged / fa2_us:.3f}x)",
+                goals.append(("paged within 10% of contiguous", f"B={B} N={N} {layout} ({truncated(paged / fa2_us)}x)",
                               paged <= 1.10 * fa2_us))
         peer_us = {p: _us(one("contiguous", p)) for p in peers}
         cells += [f"{peer_us[p]:.1f}" if peer_us[p] else "err" for p in peers]
         measured = [u for u in peer_us.values() if u]
-        cells.append(f"{min(measured) / fa2_us:.2f}x" if measured and fa2_us else "-")
+        cells.append(f"{truncated(min(measured) / fa2_us)}x" if measured and fa2_us else "-")
         if measured and fa2_us:
             goals.append(("faster than every peer", f"B={B} N={N} ({truncated(min(measured) / fa2_us)}x)",
                           fa2_us < min(measured)))

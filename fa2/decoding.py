@@ -52,8 +52,8 @@ FUSED_COMBINE = False
 # its first read of what earlier kernels wrote. The config key "pdl" (DecodePlan(..., config=dict(pdl=...))):
 # True, False, or "auto" (the default): PDL when the plan has at least PDL_MIN_SPLITS splits. Measured on an H200
 # over the decode family (book/results/decode_pdl.csv, gpu/decode_pdl.sh with FULL=1): with 16-32 splits (every
-# B=1 shape) PDL took 0.67-2.80 us off each call, contiguous and paged (8k keys: 15.7 -> 14.4 us); with 4 splits
-# (B=8) it saved 0.8-2.1 us on contiguous caches but made paged ones 11.8-21.4 % slower (1k keys: 15.6 -> 19.0
+# B=1 shape) PDL took 0.66-2.80 us off each call, contiguous and paged (8k keys: 15.7 -> 14.4 us); with 4 splits
+# (B=8) it saved 0.84-2.1 us on contiguous caches but made paged ones 11.8-21.4 % slower (1k keys: 15.6 -> 19.0
 # us); with one split (B=32) it made every call 10.0-36.1 % slower (4k keys: 124 -> 168 us). Chapter 9, section
 # 9.12. This default applies to plans made after it is set. A performance option only: where it cannot run (the
 # interpreter, GPUs below sm_90) it is ignored and the plan launches exactly as without it.

@@ -101,6 +101,20 @@ def test_goals_print_one_line_each(capsys):
     assert len([line for line in lines if line.startswith(("MET", "MISS"))]) == 4
 
 
+def test_summary_ratios_are_truncated(capsys):
+    """The paged and peer/fa2 columns are cut, never rounded up (the book's rule, fa2.bench.truncated): a peer
+    1.2079x fa2's time prints 1.207x, not 1.21x; a paged cache 1.0789x contiguous prints 1.078x, not 1.08x."""
+    row = dict(B=1, N=1024, label="", gbs="1", pct_of_copy="1", host_us="1", check="ok", error="",
+               rel_err="0", rel_err_ragged="0")
+    rows = [dict(row, layout="contiguous", provider="fa2", gpu_us="1.0"),
+            dict(row, layout="paged16", provider="fa2", gpu_us="1.0789"),
+            dict(row, layout="paged256", provider="fa2", gpu_us="0.9999"),
+            dict(row, layout="contiguous", provider="sdpa_cudnn", gpu_us="1.2079")]
+    bench_decode.print_summary(rows)
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.lstrip().startswith("1 "))
+    assert line.split()[-4:] == ["1.078x", "0.999x", "1.2", "1.207x"], line   # paged16, paged256, cuDNN, peer
+
+
 def test_rounds_rotate_the_order_and_keep_the_median(tmp_path, monkeypatch):
     """rounds=R (fa2.bench --rounds; the decode sweep defaults to 3): each provider checked, then its GPU time
     taken once per round with the order rotated, the median kept (a stand-in timer returns 1, 2, 3, ... in call

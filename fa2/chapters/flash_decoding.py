@@ -339,7 +339,7 @@ def flash_decode(q, k_cache, v_cache, cache_seqlens=None, block_table=None, scal
 # %% book/09_flash_decoding.ipynb · cell 29
 def num_splits_heuristic(programs, n_tiles, slots, max_splits=128):
     """FlashAttention-2's wave-efficiency rule: the fewest splits whose grid fills the
-    GPU's slots (SMs × programs resident per SM) within 85 % of the best split count.
+    GPU's slots (SMs × programs resident per SM) to at least 85 % of the best split count's.
 
     programs: programs of one split (B · H_KV · M tiles); n_tiles: key tiles in the
     cache's capacity (the lengths themselves are on the device)."""

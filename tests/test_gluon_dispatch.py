@@ -433,3 +433,25 @@ def test_windowed_gluon_plan_on_gpu_matches_fp64(monkeypatch, name, D, dtype, N,
         check_attention(fn, B=2, Hq=4, Nq=N, D=D, dtype=dtype, causal=True, window=(left, 0))
     (plan,) = fa2_plan.WINDOW_PLANS.values()
     assert plan.kernel == "gluon" and plan.launch.ready()
+
+
+def test_another_gpu_uses_the_h200_table_only_when_asked(monkeypatch):
+    """The Gluon tables were measured on an H200. Another sm_90 GPU (an H100) has no table, so it keeps chapter 6's
+    kernel unless FA2_GLUON_TABLE names a GPU whose table to use: the same sm_90 code, checked on the H200, with
+    the H200's ranking of the kernels. A name without a table is an error that says so, not a silent fallback."""
+    import torch
+    monkeypatch.setattr(dispatch, "_can_run", lambda q, k, v: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: "NVIDIA H100 80GB HBM3")
+    q = torch.empty(8, 32, 2048, 128, dtype=torch.bfloat16, device="meta")
+    monkeypatch.delenv("FA2_GLUON_TABLE", raising=False)
+    assert dispatch.choose(q, q, q, True, 0.088) is None
+    assert dispatch.choose_window(q, q, q, True, 0.088, 1023, 0, 0.0) is None
+    monkeypatch.setenv("FA2_GLUON_TABLE", "NVIDIA H200")
+    families = dispatch.shipped_families("NVIDIA H200")
+    assert dispatch.choose(q, q, q, True, 0.088) == dispatch.gluon_choice(q, q, q, True, 0.088, families) is not None
+    big = torch.empty(1, 32, 32768, 128, dtype=torch.bfloat16, device="meta")
+    assert dispatch.choose_window(big, big, big, True, 0.088, 4095, 0, 0.0) == dispatch.window_choice(
+        big, big, big, True, 0.088, 4095, 0, 0.0, dispatch.shipped_windows("NVIDIA H200"))
+    monkeypatch.setenv("FA2_GLUON_TABLE", "NVIDIA H300")
+    with pytest.raises(ValueError, match="FA2_GLUON_TABLE.*NVIDIA H300"):
+        dispatch.choose(q, q, q, True, 0.088)

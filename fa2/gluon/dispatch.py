@@ -19,7 +19,8 @@ of 2 in either) has a Gluon config. Everything else keeps chapter 6's kernel: th
 the shapes it measured, and a shape between a Gluon win and a chapter-6 win goes to the nearer one.
 "configs" repeats the Gluon families as {"gluon/D128/bf16/causal/N8192/BH256": {"rung": 4, ...}}, the form every
 table under fa2/configs/ has. ``ENABLED = False`` (or the environment variable FA2_GLUON=0 at import) turns the
-dispatch off.
+dispatch off; FA2_GLUON_TABLE="NVIDIA H200" makes another sm_90 GPU (an H100, which has no table) read the
+H200's (table_device).
 """
 
 import contextlib
@@ -50,6 +51,22 @@ def _shipped_table(device_name):
     """The shipped table for this GPU, read once; {} when there is none."""
     path = SHIPPED_DIR / table_file_name(device_name)
     return json.loads(path.read_text()) if path.exists() else {}
+
+
+def table_device(q):
+    """Whose shipped table a call on q's GPU reads: that GPU's own, or the GPU named by the environment variable
+    FA2_GLUON_TABLE (e.g. "NVIDIA H200" on an H100, which has no table: the same sm_90 code, checked on the H200,
+    with the H200's ranking of the kernels, not one measured on this GPU). A name without a shipped table is an
+    error."""
+    import torch
+    name = os.environ.get("FA2_GLUON_TABLE")
+    if not name:
+        return torch.cuda.get_device_name(q.device.index)
+    if not _shipped_table(name):
+        shipped = sorted(path.name for path in SHIPPED_DIR.glob("*.gluon.json"))
+        raise ValueError(f"FA2_GLUON_TABLE={name!r}: there is no {table_file_name(name)} under fa2/configs/ "
+                         f"(shipped: {', '.join(shipped)})")
+    return name
 
 
 def shipped_families(device_name):
@@ -108,8 +125,7 @@ def choose(q, k, v, causal, scale):
     TMA-compatible tensors); None elsewhere."""
     if not _can_run(q, k, v):
         return None
-    import torch
-    return gluon_choice(q, k, v, causal, scale, shipped_families(torch.cuda.get_device_name(q.device.index)))
+    return gluon_choice(q, k, v, causal, scale, shipped_families(table_device(q)))
 
 
 # ----------------------------------------------------------------------------------------- sliding windows
@@ -137,9 +153,7 @@ def choose_window(q, k, v, causal, scale, left, right, softcap):
     """window_choice against this GPU's shipped table where the Gluon kernels can run (as choose)."""
     if not _can_run(q, k, v):
         return None
-    import torch
-    return window_choice(q, k, v, causal, scale, left, right, softcap,
-                         shipped_windows(torch.cuda.get_device_name(q.device.index)))
+    return window_choice(q, k, v, causal, scale, left, right, softcap, shipped_windows(table_device(q)))
 
 
 def build_windows(rows, names, threshold=THRESHOLD):

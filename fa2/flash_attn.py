@@ -18,6 +18,7 @@ import torch
 
 from fa2.api import attention
 from fa2.decoding import MAX_QUERIES, decode
+from fa2.validate import check_softcap
 from fa2.varlen import attention_varlen
 
 
@@ -42,10 +43,10 @@ def _window(who, window_size):
 
 
 def _softcap(who, softcap):
-    """flash-attn's softcap (0.0: off) as fa2's: None when off."""
-    if isinstance(softcap, bool) or not isinstance(softcap, numbers.Real) or softcap < 0:
-        raise ValueError(f"{who}: softcap must be a number >= 0 (0: off), got {softcap!r}")
-    return float(softcap) or None
+    """flash-attn's softcap (0.0: off) as fa2's: None when off. Checked as fa2.attention checks it (the same error
+    and wording from every entry point)."""
+    check_softcap(who, softcap)
+    return float(softcap) if softcap else None
 
 
 def _check_common(who, dropout_p, alibi_slopes, return_attn_probs):

@@ -251,7 +251,8 @@ def test_defaults_and_deterministic_are_accepted(fn):
 @pytest.mark.parametrize("kwargs, exc, match", [
     (dict(window_size=(-2, 0)), ValueError, "window_size"),
     (dict(window_size=4), ValueError, "window_size"),
-    (dict(softcap=-1.0), ValueError, "softcap"),
+    (dict(softcap=-1.0), TypeError, "flash_attn_func: softcap must be"),     # as fa2.attention's check words it
+    (dict(softcap=float("nan")), TypeError, "flash_attn_func: softcap must be"),
     (dict(return_attn_probs=1), TypeError, "return_attn_probs"),
 ])
 def test_flash_attn_func_bad_arguments(kwargs, exc, match):

@@ -479,7 +479,8 @@ def print_notes(rows, names):
         print(f"error ({provider}): {error}")
     if "sdpa_flash" in names and not any(r["provider"] == "flash_attn" and r["check"] != "error" for r in rows):
         print("note: flash_attn was not measured; 'FA2 (PyTorch-vendored)' is SDPA's FLASH backend, the FA2 "
-              "kernels vendored in PyTorch. On an H200, flash-attn 2.8.3 ran 0-15% faster than it (mean ≈ 1.06×).")
+              "kernels vendored in PyTorch. On an H200, in a separate run (book/results/peers_h200.csv), "
+              "flash-attn 2.8.3 ran 0.99-1.14x its speed (geometric mean 1.055x).")
 
 
 PROVIDER_COLORS = {"fa2": "#d62728", "fa2_ch6": "#ff9896", "sdpa_flash": "#1f77b4", "flash_attn": "#17becf",

@@ -561,7 +561,8 @@ def print_summary(rows, picks=None):
         _print_wrapped(f"error ({provider}): {error}")
     if any(r["provider"] == "sdpa_flash" for r in rows) and not any(r["provider"] == "flash_attn" for r in rows):
         _print_wrapped("note: flash_attn is not installed; 'SDPA FLASH' runs the FA2 kernels vendored in "
-                       "PyTorch (on an H200 flash-attn 2.8.3 ran 0-15% faster than it in prefill, mean ≈ 1.06×)")
+                       "PyTorch (on an H200, in a separate run, flash-attn 2.8.3 ran 0.99-1.14x its prefill "
+                       "speed, geometric mean 1.055x)")
 
 
 def print_goals(goals):

@@ -423,7 +423,8 @@ def print_summary(rows):
               f"{truncated(result['window_vs_same_kernel'])}")
     if any(r["provider"] == "sdpa_padded" for r in rows) and not any(r["provider"] == "flash_attn" for r in rows):
         print("note: flash_attn was not importable; SDPA's FLASH backend (the FA2 kernels vendored in PyTorch) "
-              "stands in on the padded batch. On an H200, flash-attn 2.8.3 ran 0-15% faster than it (mean ≈ 1.06×).")
+              "stands in on the padded batch. On an H200, in a separate run (book/results/peers_h200.csv), "
+              "flash-attn 2.8.3 ran 0.99-1.14x its speed (geometric mean 1.055x).")
 
 
 def plot(rows, ax=None):

@@ -5,7 +5,8 @@
     o = flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=True)
     o = flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=lengths, causal=True)
 
-Each function transposes views (no copies) and calls `fa2.attention`, `fa2.attention_varlen` or `fa2.decode`.
+Each function transposes views (no input is copied) and calls `fa2.attention`, `fa2.attention_varlen` or
+`fa2.decode` (a cache call with more than 16 new queries, or a right window, runs in pieces whose outputs it joins).
 What fa2 does not compute -- dropout, ALiBi, rotary embedding inside the call, cache_batch_idx, cache_leftpad, a
 paged cache in the varlen call -- raises NotImplementedError naming the argument: nothing is silently ignored.
 `deterministic` is accepted: it selects flash-attn's backward, and fa2's forward is deterministic and has none.

@@ -24,7 +24,7 @@ dropout in training mode, attention sinks (`s_aux`), 4-D custom masks, mask patt
 float32 model runs under `torch.autocast` (inputs cast to its dtype) or raises TypeError.
 
 Supported transformers: 4.57 to 5.x, the versions whose `masking_utils.AttentionMaskInterface` calls mask functions by
-keyword (tests/test_transformers.py passed on 4.57.6, 5.0.0 and 5.24.0; CI runs the version in requirements-dev.txt).
+keyword (tests/test_transformers.py passed on 4.57.6, 5.0.0 and 5.24.0; CI installs `transformers>=4.57,<5.25`, requirements-test.txt).
 """
 
 import torch

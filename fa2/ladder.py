@@ -10,7 +10,7 @@ from typing import Callable
 
 from fa2.chapters.fast import attention_fast
 from fa2.chapters.forward import attention_forward
-from fa2.plan import chapter6_plan
+from fa2.plan import MAX_PLANS, cache_plan, chapter6_plan
 
 # v1: the config chapter 6's tuner chose for the chapter-5 kernel at (8, 32, 2048, 128) bf16 causal on the H200
 # (book/results/ladder.csv); v2-v4: chapter 6's default Hopper config, so each rung changes one thing.
@@ -34,9 +34,8 @@ def _chapter6(q, k, v, causal):
     signature as fa2.attention keeps its own: on an H100/H200 fa2.attention itself runs chapter 12's kernel at
     many shapes, and the ladder is chapter 6's."""
     key = (q.shape, q.stride(), k.shape, k.stride(), v.stride(), q.dtype, q.device, causal)
-    if key not in _PLANS:
-        _PLANS[key] = chapter6_plan(q, k, v, causal, None)
-    return _PLANS[key](q, k, v)
+    plan = _PLANS.get(key) or cache_plan(_PLANS, key, chapter6_plan(q, k, v, causal, None), MAX_PLANS)
+    return plan(q, k, v)
 
 
 def _fast(split, reverse):

@@ -1,0 +1,82 @@
+"""How much of a short causal work item is its epilogue? An upper bound for overlapping work items.
+
+    python gpu/epilogue_probe.py OUT [ROUNDS]     # OUT/epilogue_probe.csv: a row per (shape, round, provider)
+
+The persistent Gluon kernel ends each work item with `_write_out` (O normalised, stored to shared memory and sent
+out by TMA, the LSE stored). A mutant of fa2/gluon/attention_hopper.py (fa2.testing.mutant) guards that call with a
+run-time condition that is never true (`m_start < 0`): the code stays in the kernel, so its size and layout barely
+change and nothing upstream is dead code, but no item pays for its epilogue. Its output is garbage (O is never
+written), so it is timed, never checked. The table's own config at each shape is timed as shipped and as the
+mutant, each through a fa2.plan.GluonPlan as fa2.attention launches it (the mutant's plan made with the package's
+attention_hopper swapped for the mutant), beside SDPA's cuDNN backend, with fa2.testing.time_ms on rotating input
+sets as gpu/money_ab.py times, in ROUNDS interleaved rounds (the order rotated each round). The shipped kernel's
+output is checked against cuDNN's first. (8, 32, 512, 128) runs rung 1, which has no persistent items: there the
+two are the same kernel, a control. The time the mutant saves bounds what running the next item's first products
+under this item's epilogue could save.
+"""
+
+import csv
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from fa2.gluon import attention_hopper, dispatch
+from fa2.testing import mutant, rel_err, time_ms
+
+SHAPES = [(32, 32, 512, 128), (8, 32, 512, 128), (8, 32, 2048, 128)]       # bf16, causal
+CALL = ("    _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q, "
+        "dtype,\n               o_layout)\n    return base + gl.cdiv")
+SKIPPED = ("    if m_start < 0:                                  # never: the epilogue is skipped, its code kept\n"
+           "        _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, "
+           "N_Q, dtype,\n                   o_layout)\n    return base + gl.cdiv")
+
+
+def main(out, rounds=5):
+    import fa2.gluon
+    from fa2.plan import GluonPlan
+
+    no_epilogue = mutant(attention_hopper, {CALL: SKIPPED})
+    families = dispatch.shipped_families("NVIDIA H200")
+    path = Path(out) / "epilogue_probe.csv"
+    with open(path, "w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["B", "H", "N", "D", "dtype", "causal", "config", "round", "provider", "ms", "rel_err",
+                         "device", "torch", "command"])
+        for B, H, N, D in SHAPES:
+            sets = [[torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
+                    for _ in range(4)]
+            q, k, v = sets[0]
+            choice = dispatch.gluon_choice(q, k, v, True, D ** -0.5, families)
+            name = f"rung={choice[0]} " + " ".join(f"{key}={value}" for key, value in choice[1].items())
+            shipped = GluonPlan(q, k, v, True, D ** -0.5, choice)
+            fa2.gluon.attention_hopper = no_epilogue          # the plan takes the kernel from the package
+            try:
+                skipped = GluonPlan(q, k, v, True, D ** -0.5, choice)
+            finally:
+                fa2.gluon.attention_hopper = attention_hopper
+
+            def cudnn(q, k, v):
+                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            fns = {"shipped": lambda q, k, v: shipped(q, k, v)[0],
+                   "no_epilogue": lambda q, k, v: skipped(q, k, v)[0], "sdpa_cudnn": cudnn}
+            err = rel_err(fns["shipped"](q, k, v), cudnn(q, k, v))
+            assert err < 2e-2, (B, N, err)
+            fns["no_epilogue"](q, k, v)                               # compiled before it is timed
+            names = list(fns)
+            for r in range(rounds):
+                for p in names[r % len(names):] + names[:r % len(names)]:
+                    ms = time_ms(fns[p], sets)
+                    writer.writerow([B, H, N, D, "bf16", True, name, r, p, f"{ms:.5f}",
+                                     f"{err:.2e}" if p == "shipped" else "", torch.cuda.get_device_name(),
+                                     torch.__version__, "python gpu/epilogue_probe.py OUT " + str(rounds)])
+                    file.flush()
+                    print(f"({B}, {H}, {N}, {D}) round {r} {p:12s} {ms:.4f} ms", flush=True)
+    return path
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], *(int(a) for a in sys.argv[2:3]))

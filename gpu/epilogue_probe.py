@@ -1,6 +1,7 @@
 """How much of a short causal work item is its epilogue? An upper bound for overlapping work items.
 
-    python gpu/epilogue_probe.py OUT [ROUNDS]     # OUT/epilogue_probe.csv: a row per (shape, round, provider)
+    python gpu/epilogue_probe.py OUT [ROUNDS]         # OUT/epilogue_probe.csv: a row per (shape, round, provider)
+    python gpu/epilogue_probe.py OUT ROUNDS parts     # OUT/epilogue_parts.csv: which part of it, (32, 32, 512, 128)
 
 The persistent Gluon kernel ends each work item with `_write_out` (O normalised, stored to shared memory and sent
 out by TMA, the LSE stored). A mutant of fa2/gluon/attention_hopper.py (fa2.testing.mutant) guards that call with a
@@ -27,6 +28,21 @@ from fa2.gluon import attention_hopper, dispatch
 from fa2.testing import mutant, rel_err, time_ms
 
 SHAPES = [(32, 32, 512, 128), (8, 32, 512, 128), (8, 32, 2048, 128)]       # bf16, causal
+NEVER = "    if m_start < 0:                                  # never: skipped, its code kept\n"
+LSE = "    gl.store(lse_ptr + pid_bh.to(gl.int64) * N_Q + offs_m, lse, mask=offs_m < N_Q)\n"
+STORE = ("    gl.thread_barrier()\n    q_tile.store(o)\n    fence_async_shared()\n"
+         "    tma.async_copy_shared_to_global(o_desc, [off_b, off_h, m_start, 0], q_smem)\n")
+BARRIER = "    gl.thread_barrier()\n    q_tile.store(o)\n"
+
+
+def guarded(lines):
+    """The lines under NEVER (indented one level more)."""
+    return NEVER + "".join("    " + line + "\n" for line in lines.splitlines())
+
+
+PARTS = {"no_lse": {LSE: guarded(LSE)},
+         "no_barrier": {BARRIER: guarded("    gl.thread_barrier()") + "    q_tile.store(o)\n"},
+         "no_store": {STORE: guarded(STORE)}}
 CALL = ("    _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q, "
         "dtype,\n               o_layout)\n    return base + gl.cdiv")
 SKIPPED = ("    if m_start < 0:                                  # never: the epilogue is skipped, its code kept\n"
@@ -34,49 +50,56 @@ SKIPPED = ("    if m_start < 0:                                  # never: the ep
            "N_Q, dtype,\n                   o_layout)\n    return base + gl.cdiv")
 
 
-def main(out, rounds=5):
+def main(out, rounds=5, mode="whole"):
     import fa2.gluon
     from fa2.plan import GluonPlan
 
-    no_epilogue = mutant(attention_hopper, {CALL: SKIPPED})
+    variants = {"no_epilogue": mutant(attention_hopper, {CALL: SKIPPED})}
+    shapes = SHAPES
+    if mode == "parts":
+        variants.update({name: mutant(attention_hopper, edits) for name, edits in PARTS.items()})
+        shapes = SHAPES[:1]
     families = dispatch.shipped_families("NVIDIA H200")
-    path = Path(out) / "epilogue_probe.csv"
+    path = Path(out) / ("epilogue_parts.csv" if mode == "parts" else "epilogue_probe.csv")
     with open(path, "w", newline="") as file:
         writer = csv.writer(file)
         writer.writerow(["B", "H", "N", "D", "dtype", "causal", "config", "round", "provider", "ms", "rel_err",
                          "device", "torch", "command"])
-        for B, H, N, D in SHAPES:
+        for B, H, N, D in shapes:
             sets = [[torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
                     for _ in range(4)]
             q, k, v = sets[0]
             choice = dispatch.gluon_choice(q, k, v, True, D ** -0.5, families)
             name = f"rung={choice[0]} " + " ".join(f"{key}={value}" for key, value in choice[1].items())
-            shipped = GluonPlan(q, k, v, True, D ** -0.5, choice)
-            fa2.gluon.attention_hopper = no_epilogue          # the plan takes the kernel from the package
-            try:
-                skipped = GluonPlan(q, k, v, True, D ** -0.5, choice)
-            finally:
-                fa2.gluon.attention_hopper = attention_hopper
+            plans = {"shipped": GluonPlan(q, k, v, True, D ** -0.5, choice)}
+            for variant, module in variants.items():
+                fa2.gluon.attention_hopper = module           # the plan takes the kernel from the package
+                try:
+                    plans[variant] = GluonPlan(q, k, v, True, D ** -0.5, choice)
+                finally:
+                    fa2.gluon.attention_hopper = attention_hopper
 
             def cudnn(q, k, v):
                 with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
                     return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            fns = {"shipped": lambda q, k, v: shipped(q, k, v)[0],
-                   "no_epilogue": lambda q, k, v: skipped(q, k, v)[0], "sdpa_cudnn": cudnn}
+            fns = {p: (lambda plan: lambda q, k, v: plan(q, k, v)[0])(plan) for p, plan in plans.items()}
+            fns["sdpa_cudnn"] = cudnn
             err = rel_err(fns["shipped"](q, k, v), cudnn(q, k, v))
             assert err < 2e-2, (B, N, err)
-            fns["no_epilogue"](q, k, v)                               # compiled before it is timed
+            for variant in variants:
+                fns[variant](q, k, v)                                # compiled before it is timed
             names = list(fns)
             for r in range(rounds):
                 for p in names[r % len(names):] + names[:r % len(names)]:
                     ms = time_ms(fns[p], sets)
                     writer.writerow([B, H, N, D, "bf16", True, name, r, p, f"{ms:.5f}",
                                      f"{err:.2e}" if p == "shipped" else "", torch.cuda.get_device_name(),
-                                     torch.__version__, "python gpu/epilogue_probe.py OUT " + str(rounds)])
+                                     torch.__version__, f"python gpu/epilogue_probe.py OUT {rounds}"
+                                     + (" parts" if mode == "parts" else "")])
                     file.flush()
                     print(f"({B}, {H}, {N}, {D}) round {r} {p:12s} {ms:.4f} ms", flush=True)
     return path
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], *(int(a) for a in sys.argv[2:3]))
+    main(sys.argv[1], *(int(a) for a in sys.argv[2:3]), *sys.argv[3:4])

@@ -161,17 +161,10 @@ def build_fa2(shape):
 
 
 def build_fa2_ch6(shape):
-    """fa2.attention's plan made with the Gluon dispatch off (fa2.plan.chapter6_plan): chapter 6's kernel, to time
-    beside fa2 where fa2/configs/<GPU>.gluon.json sends fa2.attention to chapter 12's Gluon kernel."""
-    from fa2.plan import chapter6_plan
-    plans = {}
-
-    def run(q, k, v):
-        key = (q.shape, q.stride(), q.dtype)
-        if key not in plans:
-            plans[key] = chapter6_plan(q, k, v, shape.causal, None)
-        return plans[key](q, k, v)[0]
-    return run
+    """fa2.attention's plan made with the Gluon dispatch off (fa2.plan.chapter6_attention): chapter 6's kernel, to
+    time beside fa2 where fa2/configs/<GPU>.gluon.json sends fa2.attention to chapter 12's Gluon kernel."""
+    from fa2.plan import chapter6_attention
+    return lambda q, k, v: chapter6_attention(q, k, v, shape.causal)[0]
 
 
 def build_sdpa(shape):

@@ -10,7 +10,7 @@ from typing import Callable
 
 from fa2.chapters.fast import attention_fast
 from fa2.chapters.forward import attention_forward
-from fa2.plan import MAX_PLANS, cache_plan, chapter6_plan
+from fa2.plan import chapter6_attention
 
 # v1: the config chapter 6's tuner chose for the chapter-5 kernel at (8, 32, 2048, 128) bf16 causal on the H200
 # (book/results/ladder.csv); v2-v4: chapter 6's default Hopper config, so each rung changes one thing.
@@ -26,18 +26,6 @@ class Version:
     run: Callable
 
 
-_PLANS = {}
-
-
-def _chapter6(q, k, v, causal):
-    """fa2.attention's plan for these inputs made with the Gluon dispatch off (fa2.plan.chapter6_plan), kept per
-    signature as fa2.attention keeps its own: on an H100/H200 fa2.attention itself runs chapter 12's kernel at
-    many shapes, and the ladder is chapter 6's."""
-    key = (q.shape, q.stride(), k.shape, k.stride(), v.stride(), q.dtype, q.device, causal)
-    plan = _PLANS.get(key) or cache_plan(_PLANS, key, chapter6_plan(q, k, v, causal, None), MAX_PLANS)
-    return plan(q, k, v)
-
-
 def _fast(split, reverse):
     return lambda q, k, v, causal: attention_fast(q, k, v, causal, config=HOPPER_DEFAULT, split=split,
                                                   reverse=reverse)
@@ -49,7 +37,7 @@ VERSIONS = {v.name: v for v in [
     Version("v2", "exp2 + TMA (device descriptors), one loop", _fast(split=False, reverse=False)),
     Version("v3", "loop split: mask-free and diagonal tiles", _fast(split=True, reverse=False)),
     Version("v4", "longest query tiles first", _fast(split=True, reverse=True)),
-    Version("v5", "host descriptors, tuned config, launch plan", _chapter6),
+    Version("v5", "host descriptors, tuned config, launch plan", chapter6_attention),
 ]}
 
 

@@ -155,7 +155,8 @@ def window_plan_for(q, k, v, causal, scale, left, right, softcap):
 
 def chapter6_plan(q, k, v, causal, scale):
     """The plan `fa2.attention` would make for these inputs with the Gluon dispatch off: chapter 6's kernel on
-    Hopper, chapter 5's elsewhere. Not cached: for timing chapter 6's kernel beside `fa2.attention`."""
+    Hopper, chapter 5's elsewhere. Not cached (chapter6_attention keeps them): for timing chapter 6's kernel beside
+    `fa2.attention`."""
     from fa2.gluon.dispatch import disabled
 
     check_attention_inputs(q, k, v, causal, scale)
@@ -174,6 +175,18 @@ def cache_plan(plans, key, plan, max_plans):
         plans.clear()
     plans[key] = plan
     return plan
+
+
+CHAPTER6_PLANS = {}
+
+
+def chapter6_attention(q, k, v, causal):
+    """(o, lse) of chapter 6's kernel as `fa2.attention` would launch it with the Gluon dispatch off (chapter6_plan,
+    kept per call signature as fa2.attention keeps its plans): fa2.ladder's v5 and fa2.bench's fa2_ch6."""
+    key = signature(q, k, v, causal, None)
+    plan = CHAPTER6_PLANS.get(key) or cache_plan(CHAPTER6_PLANS, key, chapter6_plan(q, k, v, causal, None),
+                                                 MAX_PLANS)
+    return plan(q, k, v)
 
 
 def plan_for(q, k, v, causal, scale):

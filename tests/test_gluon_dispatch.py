@@ -277,7 +277,7 @@ def test_ladder_top_rung_is_chapter6_with_the_dispatch_on(monkeypatch):
 
     monkeypatch.setattr(fa2_plan, "gluon_for", gluon_for)
     monkeypatch.setattr(fa2_plan, "GluonPlan", gluon_plan)
-    monkeypatch.setattr(ladder, "_PLANS", {})
+    monkeypatch.setattr(fa2_plan, "CHAPTER6_PLANS", {})
     monkeypatch.setattr(fa2_plan, "PLANS", {})
     q, k, v = (torch.randn(1, 2, 40, 16, dtype=torch.float16, device=runtime.DEVICE) for _ in range(3))
     o, lse = ladder.version("v5").run(q, k, v, True)

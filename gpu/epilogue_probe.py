@@ -10,10 +10,10 @@ change and nothing upstream is dead code, but no item pays for its epilogue. Its
 written), so it is timed, never checked. The table's own config at each shape is timed as shipped and as the
 mutant, each through a fa2.plan.GluonPlan as fa2.attention launches it (the mutant's plan made with the package's
 attention_hopper swapped for the mutant), beside SDPA's cuDNN backend, with fa2.testing.time_ms on rotating input
-sets as gpu/money_ab.py times, in ROUNDS interleaved rounds (the order rotated each round). The shipped kernel's
-output is checked against cuDNN's first. (8, 32, 512, 128) runs rung 1, which has no persistent items: there the
-two are the same kernel, a control. The time the mutant saves bounds what running the next item's first products
-under this item's epilogue could save.
+sets as gpu/money_ab.py times, in ROUNDS interleaved rounds (fa2.bench.interleaved_rounds: the order rotated each
+round). The shipped kernel's output is checked against cuDNN's first. (8, 32, 512, 128) runs rung 1, which has no
+persistent items: there the two are the same kernel, a control. The time the mutant saves bounds what running
+the next item's first products under this item's epilogue could save.
 """
 
 import csv
@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from fa2.bench import interleaved_rounds
 from fa2.gluon import attention_hopper, dispatch
 from fa2.testing import mutant, rel_err, time_ms
 
@@ -43,18 +44,18 @@ def guarded(lines):
 PARTS = {"no_lse": {LSE: guarded(LSE)},
          "no_barrier": {BARRIER: guarded("    gl.thread_barrier()") + "    q_tile.store(o)\n"},
          "no_store": {STORE: guarded(STORE)}}
-CALL = ("    _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q, "
-        "dtype,\n               o_layout)\n    return base + gl.cdiv")
-SKIPPED = ("    if m_start < 0:                                  # never: the epilogue is skipped, its code kept\n"
-           "        _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, "
-           "N_Q, dtype,\n                   o_layout)\n    return base + gl.cdiv")
+# the persistent item's _write_out call (the return after it makes the text unique)
+WRITE_OUT = ("    _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, "
+             "N_Q, dtype,\n               o_layout)\n")
+RETURN = "    return base + gl.cdiv"
+WHOLE = {WRITE_OUT + RETURN: guarded(WRITE_OUT) + RETURN}
 
 
 def main(out, rounds=5, mode="whole"):
     import fa2.gluon
     from fa2.plan import GluonPlan
 
-    variants = {"no_epilogue": mutant(attention_hopper, {CALL: SKIPPED})}
+    variants = {"no_epilogue": mutant(attention_hopper, WHOLE)}
     shapes = SHAPES
     if mode == "parts":
         variants.update({name: mutant(attention_hopper, edits) for name, edits in PARTS.items()})
@@ -82,21 +83,21 @@ def main(out, rounds=5, mode="whole"):
             def cudnn(q, k, v):
                 with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
                     return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            fns = {p: (lambda plan: lambda q, k, v: plan(q, k, v)[0])(plan) for p, plan in plans.items()}
+            fns = {p: lambda q, k, v, plan=plan: plan(q, k, v)[0] for p, plan in plans.items()}
             fns["sdpa_cudnn"] = cudnn
             err = rel_err(fns["shipped"](q, k, v), cudnn(q, k, v))
             assert err < 2e-2, (B, N, err)
             for variant in variants:
                 fns[variant](q, k, v)                                # compiled before it is timed
             names = list(fns)
-            for r in range(rounds):
-                for p in names[r % len(names):] + names[:r % len(names)]:
-                    ms = time_ms(fns[p], sets)
+            times, errors = interleaved_rounds([lambda fn=fns[p]: time_ms(fn, sets) for p in names], rounds)
+            for p, ms_list, error in zip(names, times, errors):
+                assert not error, (p, error)
+                for r, ms in enumerate(ms_list):
                     writer.writerow([B, H, N, D, "bf16", True, name, r, p, f"{ms:.5f}",
                                      f"{err:.2e}" if p == "shipped" else "", torch.cuda.get_device_name(),
                                      torch.__version__, f"python gpu/epilogue_probe.py OUT {rounds}"
                                      + (" parts" if mode == "parts" else "")])
-                    file.flush()
                     print(f"({B}, {H}, {N}, {D}) round {r} {p:12s} {ms:.4f} ms", flush=True)
     return path
 

@@ -49,13 +49,13 @@ ab_twice() {
   done
 }
 
-# check_and_time TAG "NEW ..." BASELINES SHAPES: the NEW candidates against fp64 -- check_named's 96 cases and
+# check_and_time TAG "NEW ..." BASELINES SHAPES [LIMIT]: the NEW candidates against fp64 -- check_named's 96 cases and
 # gpu/gluon_window.py's 12 window cases, side by side -- then ab_twice TAG with the comma list BASELINES and the
 # candidates that passed both, at the comma list SHAPES. Logged to $OUT/TAG.log; the window check goes to
 # $OUT/gluon_window_check.csv. (half_diagonal.sh, q_early.sh, chain.sh, table_ahead.sh, nopp.sh, nopp_early.sh,
-# pairplan.sh)
+# pairplan.sh); each timing run under LIMIT seconds (default 100).
 check_and_time() {
-  local tag=$1 new=$2 K=$3 shapes=$4 name pw
+  local tag=$1 new=$2 K=$3 shapes=$4 limit=${5:-100} name pw
   start_log $tag
   timeout -k 5 200 python3 gpu/gluon_window.py $G 180 ${new// /,} > $G/window.log 2>&1 &
   pw=$!
@@ -68,7 +68,7 @@ check_and_time() {
   grep -h "fail\|Error" $G/window.log | head -5 | tee -a $LOG
   cp $G/gluon_window_check.csv $OUT/ 2>/dev/null
   echo "[${SECONDS}s] timing: $K" | tee -a $LOG
-  ab_twice $tag 100 $K $shapes
+  ab_twice $tag $limit $K $shapes
 }
 
 # rebuild_table NEWER_CSV...: the Gluon table rebuilt from the runs the shipped one names (its reference run, the

@@ -2,6 +2,8 @@
 
     python gpu/epilogue_probe.py OUT [ROUNDS]         # OUT/epilogue_probe.csv: a row per (shape, round, provider)
     python gpu/epilogue_probe.py OUT ROUNDS parts     # OUT/epilogue_parts.csv: which part of it, (32, 32, 512, 128)
+    python gpu/epilogue_probe.py OUT ROUNDS way_out   # OUT/epilogue_way_out.csv: O's way out, part by part
+    python gpu/epilogue_probe.py OUT ROUNDS q_wait    # OUT/epilogue_q_wait.csv: the wait for the next Q
 
 The persistent Gluon kernel ends each work item with `_write_out` (O normalised, stored to shared memory and sent
 out by TMA, the LSE stored). A mutant of fa2/gluon/attention_hopper.py (fa2.testing.mutant) guards that call with a
@@ -44,6 +46,19 @@ def guarded(lines):
 PARTS = {"no_lse": {LSE: guarded(LSE)},
          "no_barrier": {BARRIER: guarded("    gl.thread_barrier()") + "    q_tile.store(o)\n"},
          "no_store": {STORE: guarded(STORE)}}
+# O's way out one piece at a time: the shared-memory store (the TMA store then sends stale data: same HBM
+# traffic, no stmatrix), the fence, the TMA store (no O written to global memory: a quarter less HBM traffic)
+SMEM = "    q_tile.store(o)\n    fence_async_shared()\n"
+FENCE = "    fence_async_shared()\n    tma.async_copy_shared_to_global"
+TMA = "    tma.async_copy_shared_to_global(o_desc, [off_b, off_h, m_start, 0], q_smem)\n"
+WAY_OUT = {"no_smem_store": {SMEM: guarded("    q_tile.store(o)") + "    fence_async_shared()\n"},
+           "no_fence": {FENCE: guarded("    fence_async_shared()") + "    tma.async_copy_shared_to_global"},
+           "no_tma_store": {TMA: guarded(TMA)},
+           "no_store": PARTS["no_store"]}
+# the wait for an item's Q (one Q buffer: the wait of the configs without Q_AHEAD); skipped, the item's products
+# read whatever Q is in the buffer, so the time it saves is what the Q load's latency costs
+Q_WAIT = "        mbarrier.wait(q_bars.index(Q_SLOT), count & 1)\n"
+NO_Q_WAIT = {Q_WAIT: "        if count < 0:                                # never: skipped, its code kept\n    " + Q_WAIT}
 # the persistent item's _write_out call (the return after it makes the text unique)
 WRITE_OUT = ("    _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, "
              "N_Q, dtype,\n               o_layout)\n")
@@ -57,11 +72,17 @@ def main(out, rounds=5, mode="whole"):
 
     variants = {"no_epilogue": mutant(attention_hopper, WHOLE)}
     shapes = SHAPES
-    if mode == "parts":
-        variants.update({name: mutant(attention_hopper, edits) for name, edits in PARTS.items()})
+    if mode == "q_wait":
+        variants["no_q_wait"] = mutant(attention_hopper, NO_Q_WAIT)
+        variants["no_epilogue_no_q_wait"] = mutant(attention_hopper, {**WHOLE, **NO_Q_WAIT})
+        shapes = SHAPES[:1]
+    if mode in ("parts", "way_out"):
+        variants.update({name: mutant(attention_hopper, edits)
+                         for name, edits in (PARTS if mode == "parts" else WAY_OUT).items()})
         shapes = SHAPES[:1]
     families = dispatch.shipped_families("NVIDIA H200")
-    path = Path(out) / ("epilogue_parts.csv" if mode == "parts" else "epilogue_probe.csv")
+    path = Path(out) / {"whole": "epilogue_probe.csv", "parts": "epilogue_parts.csv",
+                        "way_out": "epilogue_way_out.csv", "q_wait": "epilogue_q_wait.csv"}[mode]
     with open(path, "w", newline="") as file:
         writer = csv.writer(file)
         writer.writerow(["B", "H", "N", "D", "dtype", "causal", "config", "round", "provider", "ms", "rel_err",
@@ -97,7 +118,7 @@ def main(out, rounds=5, mode="whole"):
                     writer.writerow([B, H, N, D, "bf16", True, name, r, p, f"{ms:.5f}",
                                      f"{err:.2e}" if p == "shipped" else "", torch.cuda.get_device_name(),
                                      torch.__version__, f"python gpu/epilogue_probe.py OUT {rounds}"
-                                     + (" parts" if mode == "parts" else "")])
+                                     + ("" if mode == "whole" else f" {mode}")])
                     print(f"({B}, {H}, {N}, {D}) round {r} {p:12s} {ms:.4f} ms", flush=True)
     return path
 

@@ -200,4 +200,16 @@ CONFIGS = {
     "r3_persistent_split": (3, dict(PERSISTENT=1, PRODUCER_REGS=32, SPLIT_EMPTY=1)),
     "r3_persistent_split_pairplan": (3, dict(PERSISTENT=1, SCHEDULED=2, TABLE_AHEAD=1, PRODUCER_REGS=32,
                                              SPLIT_EMPTY=1)),
+    # a deeper ring of 64-key tiles (4 or 5 buffers: 192 / 224 KB with Q and O), so more of the next tiles' K and V
+    # are in flight while a short item runs: at (32, 32, 512, 128) causal an item reads ~128 KB from HBM
+    # (Q, O, its share of K and V) in about the time its products take, and 2 buffers of 128 keys keep about one
+    # tile's loads ahead of the consumers
+    "r4_n64b4_persistent_own_pairplan": (4, dict(BLOCK_N=64, NUM_BUFFERS=4, PERSISTENT=1, SCHEDULED=2, TABLE_AHEAD=1,
+                                                 PRODUCER_REGS=32, OWN_RANGES=1)),
+    "r4_n64b5_persistent_own_pairplan": (4, dict(BLOCK_N=64, NUM_BUFFERS=5, PERSISTENT=1, SCHEDULED=2, TABLE_AHEAD=1,
+                                                 PRODUCER_REGS=32, OWN_RANGES=1)),
+    "r4_n64b5_persistent_own_split_pairplan": (4, dict(BLOCK_N=64, NUM_BUFFERS=5, PERSISTENT=1, SCHEDULED=2,
+                                                       TABLE_AHEAD=1, PRODUCER_REGS=32, OWN_RANGES=1,
+                                                       SPLIT_EMPTY=1)),
+    "r4_n64b5_persistent_own": (4, dict(BLOCK_N=64, NUM_BUFFERS=5, PERSISTENT=1, PRODUCER_REGS=32, OWN_RANGES=1)),
 }

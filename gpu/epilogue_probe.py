@@ -3,7 +3,6 @@
     python gpu/epilogue_probe.py OUT [ROUNDS]         # OUT/epilogue_probe.csv: a row per (shape, round, provider)
     python gpu/epilogue_probe.py OUT ROUNDS parts     # OUT/epilogue_parts.csv: which part of it, (32, 32, 512, 128)
     python gpu/epilogue_probe.py OUT ROUNDS way_out   # OUT/epilogue_way_out.csv: O's way out, part by part
-    python gpu/epilogue_probe.py OUT ROUNDS q_wait    # OUT/epilogue_q_wait.csv: the wait for the next Q
 
 The persistent Gluon kernel ends each work item with `_write_out` (O normalised, stored to shared memory and sent
 out by TMA, the LSE stored). A mutant of fa2/gluon/attention_hopper.py (fa2.testing.mutant) guards that call with a
@@ -55,10 +54,6 @@ WAY_OUT = {"no_smem_store": {SMEM: guarded("    q_tile.store(o)") + "    fence_a
            "no_fence": {FENCE: guarded("    fence_async_shared()") + "    tma.async_copy_shared_to_global"},
            "no_tma_store": {TMA: guarded(TMA)},
            "no_store": PARTS["no_store"]}
-# the wait for an item's Q (one Q buffer: the wait of the configs without Q_AHEAD); skipped, the item's products
-# read whatever Q is in the buffer, so the time it saves is what the Q load's latency costs
-Q_WAIT = "        mbarrier.wait(q_bars.index(Q_SLOT), count & 1)\n"
-NO_Q_WAIT = {Q_WAIT: "        if count < 0:                                # never: skipped, its code kept\n    " + Q_WAIT}
 # the persistent item's _write_out call (the return after it makes the text unique)
 WRITE_OUT = ("    _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, "
              "N_Q, dtype,\n               o_layout)\n")
@@ -72,17 +67,13 @@ def main(out, rounds=5, mode="whole"):
 
     variants = {"no_epilogue": mutant(attention_hopper, WHOLE)}
     shapes = SHAPES
-    if mode == "q_wait":
-        variants["no_q_wait"] = mutant(attention_hopper, NO_Q_WAIT)
-        variants["no_epilogue_no_q_wait"] = mutant(attention_hopper, {**WHOLE, **NO_Q_WAIT})
-        shapes = SHAPES[:1]
     if mode in ("parts", "way_out"):
         variants.update({name: mutant(attention_hopper, edits)
                          for name, edits in (PARTS if mode == "parts" else WAY_OUT).items()})
         shapes = SHAPES[:1]
     families = dispatch.shipped_families("NVIDIA H200")
     path = Path(out) / {"whole": "epilogue_probe.csv", "parts": "epilogue_parts.csv",
-                        "way_out": "epilogue_way_out.csv", "q_wait": "epilogue_q_wait.csv"}[mode]
+                        "way_out": "epilogue_way_out.csv"}[mode]
     with open(path, "w", newline="") as file:
         writer = csv.writer(file)
         writer.writerow(["B", "H", "N", "D", "dtype", "causal", "config", "round", "provider", "ms", "rel_err",

@@ -111,7 +111,7 @@ class GluonPlan:
             q, k, v, o, causal, scale, self.rung, self.config, window_left)
         self.descriptors = attention_hopper.gluon_descriptors
         self.scalars = scalars
-        self.rest = (*scalars, *constexprs.values())     # after lse: scalars, then constexprs in kernel order
+        self.constexprs = tuple(constexprs.values())     # in kernel order, after lse, the scalars and o
         self.launch = DirectLaunch(attention_hopper._attention_fwd_hopper, grid, dict(constexprs, **options),
                                    q.device.index)
         self.encoded = None                              # EncodedDescriptors once compiled
@@ -120,9 +120,9 @@ class GluonPlan:
         o = torch.empty_like(q)
         lse = torch.empty(self.lse_shape, device=q.device, dtype=torch.float32)
         if not self.launch.ready():
-            self.launch(*self.descriptors((q, k, v, o), self.layouts), lse, *self.scalars)
+            self.launch(*self.descriptors((q, k, v, o), self.layouts), lse, *self.scalars, o)
             return o, lse
-        launch_descriptors(self, (q, k, v, o), (lse, *self.rest))
+        launch_descriptors(self, (q, k, v, o), (lse, *self.scalars, o, *self.constexprs))
         return o, lse
 
 

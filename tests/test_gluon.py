@@ -152,7 +152,7 @@ def test_launcher_specialises_no_size(hopper):
         for window_left in (-1, 1, 4096):
             BH = sizes[0] * 3
             _, spec, _ = binder(desc, desc, desc, desc, torch.empty(4), *sizes, 0.5, window_left, BH,
-                                 torch.zeros(1, dtype=torch.int32), **constexprs)
+                                 torch.zeros(1, dtype=torch.int32), x, **constexprs)
             specs.add(tuple(spec[5:9]) + (spec[10], spec[11]))
     assert specs == {(("i32", None),) * 6}
 
@@ -708,6 +708,26 @@ def test_q_early_is_checked_and_compiles(hopper):
     without, early = _without_and_with(hopper, config, "Q_EARLY")
     loads = lambda k: k.asm["ptx"].count("cp.async.bulk.tensor.4d.shared::cluster.global")
     assert loads(early) > loads(without), (loads(early), loads(without))
+
+
+def test_o_direct_is_checked_and_frees_the_o_buffers(hopper):
+    """O_DIRECT needs PERSISTENT (host check; the kernel static_asserts it). With it the table's persistent configs
+    compile for sm_90 without spills and without the two 16 KB O staging buffers (so a third 128-key K/V buffer
+    fits an H100's shared memory), and O leaves through global stores, not a TMA store; without it the kernel is
+    unchanged but for the o_ptr parameter (its PTX is compared elsewhere: the o_ptr argument is the last)."""
+    _refused(hopper, "O_DIRECT", (({}, "PERSISTENT"),))
+    config = dict(BLOCK_N=128, NUM_BUFFERS=2, PERSISTENT=1, SCHEDULED=2, TABLE_AHEAD=1, PRODUCER_REGS=32,
+                  SPLIT_EMPTY=1, HALF_DIAGONAL=1)
+    without = hopper.compile_rung(4, 128, torch.bfloat16, True, config=config)
+    direct = hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(config, O_DIRECT=1))
+    assert without.metadata.shared - direct.metadata.shared == 2 * 64 * 128 * 2
+    tma_stores = lambda k: k.asm["ptx"].count("cp.async.bulk.tensor.4d.global.shared::cta")
+    assert tma_stores(without) > 0 and tma_stores(direct) == 0
+    assert "st.global" in direct.asm["ptx"]
+    deeper = hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(config, O_DIRECT=1, NUM_BUFFERS=3))
+    usage = hopper.resource_usage(deeper)
+    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0 and usage["shared"] <= H100_SHARED, usage
+    assert hopper._attention_fwd_hopper.params[13].name == "o_ptr"
 
 
 def test_q_ahead_is_checked_and_compiles(hopper):

@@ -171,7 +171,8 @@ def test_plan_runs_the_gluon_kernel_when_the_table_chooses_it(monkeypatch):
     boxes = [layout[2] for layout in made.layouts]                    # rung 4: q and o boxes are half tiles
     half, keys = [1, 1, cfg["BLOCK_M"] // 2, 64], [1, 1, cfg["BLOCK_N"], 64]
     assert boxes == [half, keys, keys, half]
-    H, group, n_q, n_kv, qk_scale, window_left, BH, schedule, *constexprs = made.rest
+    H, group, n_q, n_kv, qk_scale, window_left, BH, schedule = made.scalars
+    constexprs = list(made.constexprs)
     assert (H, group, n_q, n_kv, window_left, BH) == (2, 1, 200, 200, -1, 2)
     assert schedule.dtype == torch.int32 and schedule.numel() == 1         # not SCHEDULED: one unused element
     assert qk_scale == pytest.approx(0.125 * math.log2(math.e))
@@ -183,7 +184,8 @@ def test_plan_runs_the_gluon_kernel_when_the_table_chooses_it(monkeypatch):
     (args,) = calls
     assert [d.base is t for d, t in zip(args[:4], (q, q, q, o))] == [True] * 4
     assert args[4] is lse and lse.shape == (1, 2, 200) and o.shape == q.shape
-    assert [list(d.block_shape) for d in args[:4]] == boxes and args[5:] == made.scalars
+    assert [list(d.block_shape) for d in args[:4]] == boxes and args[5:-1] == made.scalars
+    assert args[-1] is o                                   # o_ptr: O's tensor, the last run-time argument
     monkeypatch.setattr(dispatch, "choose", lambda *args: None)
     assert fa2_plan.make_plan(q, q, q, True, 0.125).kernel != "gluon"
 

@@ -923,6 +923,27 @@ def _write_out(acc, m_i, l_i, q_smem, q_tile, o_desc, lse_ptr, pid_bh, offs_m, o
     tma.async_copy_shared_to_global(o_desc, [off_b, off_h, m_start, 0], q_smem)
 
 
+@gluon.jit
+def _store_out(acc, m_i, l_i, o_ptr, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, N_Q, dtype: gl.constexpr,
+               o_layout: gl.constexpr):
+    """_write_out without the staging: O = acc / l stored from the wgmma accumulator's registers straight to
+    o_ptr (O's strides are o_desc's; rows >= N_Q masked), so no shared memory, barrier or fence; LSE as there."""
+    seen = l_i > 0.0
+    safe_l = gl.where(seen, l_i, 1.0)
+    lse = gl.where(seen, (m_i + gl.log2(safe_l)) * 0.6931471805599453, float("-inf"))
+    gl.store(lse_ptr + pid_bh.to(gl.int64) * N_Q + offs_m, lse, mask=offs_m < N_Q)
+    row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
+    inv_l = gl.convert_layout(1.0 / safe_l, row_layout)
+    o = (acc * inv_l[:, None]).to(dtype)
+    HEAD_DIM: gl.constexpr = o_desc.block_type.shape[3]
+    rows = gl.convert_layout(offs_m, row_layout)
+    cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+    strides = o_desc.strides                             # (B, H, N, D) strides of O, the last 1
+    base = o_ptr + off_b.to(gl.int64) * strides[0] + off_h.to(gl.int64) * strides[1]
+    offsets = rows.to(gl.int64)[:, None] * strides[2] + cols[None, :]
+    gl.store(base + offsets, o, mask=(rows < N_Q)[:, None])
+
+
 # ------------------------------------------------------------------------------------------------ persistent
 
 @gluon.jit
@@ -1137,7 +1158,7 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
                          HALF_DIAGONAL: gl.constexpr = False, Q_EARLY: gl.constexpr = False,
                          CHAIN_RANGES: gl.constexpr = False, TABLE_AHEAD: gl.constexpr = False,
                          SPLIT_TAIL: gl.constexpr = False, SWAP_ROWS: gl.constexpr = False,
-                         ONE_LOOP: gl.constexpr = False):
+                         ONE_LOOP: gl.constexpr = False, O_DIRECT: gl.constexpr = False):
     """PERSISTENT (rungs 3-4): consumer CONSUMER over its work items (_work_item, _persistent_item). Its Q rows
     have one shared buffer: the next item's Q is loaded (by this consumer) as soon as the last wgmma that reads
     this item's Q has completed, so the load overlaps this item's epilogue; Q_EARLY: before the item's last P·V
@@ -1152,7 +1173,7 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
     consumers trade query-row halves on odd items (_row_half). ONE_LOOP: an item's key range in one pipeline
     (_attend_all)."""
     (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars,
-     turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left, schedule_ptr) = args
+     turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left, schedule_ptr, o_ptr) = args
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
     BLOCK_M: gl.constexpr = Q_ROWS * CONSUMERS
     PAIRED: gl.constexpr = (IS_CAUSAL and not WINDOW and not SCHEDULED) * (1 + SPLIT_TAIL)     # _units
@@ -1188,7 +1209,7 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
                                                NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
                                                OWN_RANGES, Q_REGS, Q_AHEAD, CONSUMER, HALF_DIAGONAL, Q_EARLY,
                                                CHAIN_RANGES, TABLE_AHEAD, u_cur, u_next, SPLIT_TAIL, SWAP_ROWS,
-                                               ONE_LOOP)
+                                               ONE_LOOP, O_DIRECT)
     tma.store_wait(0)
 
 
@@ -1200,11 +1221,12 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
                      HALF_DIAGONAL: gl.constexpr = False, Q_EARLY: gl.constexpr = False,
                      CHAIN_RANGES: gl.constexpr = False, TABLE_AHEAD: gl.constexpr = False, u_cur=0, u_next=0,
                      SPLIT_TAIL: gl.constexpr = False, SWAP_ROWS: gl.constexpr = False,
-                     ONE_LOOP: gl.constexpr = False):
+                     ONE_LOOP: gl.constexpr = False, O_DIRECT: gl.constexpr = False):
     """Consumer CONSUMER's work item `count` of its program, its Q in buffer Q_SLOT (the item's (count // 2)-th
-    use of it under Q_AHEAD, its count-th otherwise): returns (base, turn_base) advanced past the item."""
+    use of it under Q_AHEAD, its count-th otherwise): returns (base, turn_base) advanced past the item.
+    O_DIRECT: O stored from registers (_store_out) instead of staged for a TMA store (_write_out)."""
     (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars,
-     turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left, schedule_ptr) = args
+     turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left, schedule_ptr, o_ptr) = args
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
     BLOCK_M: gl.constexpr = Q_ROWS * CONSUMERS
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[3]
@@ -1281,9 +1303,12 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
     if not Q_REGS and not Q_AHEAD and not Q_EARLY:   # every wgmma reading this Q is done: the next item's
         _load_next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
                      CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED, TABLE_AHEAD, u_next, SWAP_ROWS)
-    tma.store_wait(0)                                # the previous item's O has left o_buf
-    _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q, dtype,
-               o_layout)
+    if O_DIRECT:
+        _store_out(acc, m_i, l_i, o_ptr, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, N_Q, dtype, o_layout)
+    else:
+        tma.store_wait(0)                            # the previous item's O has left o_buf
+        _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q,
+                   dtype, o_layout)
     return base + gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N), turn_base + item_turns
 
 
@@ -1370,17 +1395,19 @@ def _consumers(rung):
 # gpu/gluon_check.py's shapes (it has 55 s per rung), and the sizes compile as compile_rung's "i32" do.
 @gluon.jit(do_not_specialize=["H", "GROUP", "N_Q", "N_KV", "window_left", "BH"])
 def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left, BH,
-                          schedule_ptr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, RUNG: gl.constexpr,
+                          schedule_ptr, o_ptr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, RUNG: gl.constexpr,
                           NUM_BUFFERS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                           PINGPONG: gl.constexpr, PERSISTENT: gl.constexpr, SCHEDULED: gl.constexpr,
                           OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr, SPLIT_EMPTY: gl.constexpr,
                           Q_AHEAD: gl.constexpr, HALF_DIAGONAL: gl.constexpr, Q_EARLY: gl.constexpr,
                           CHAIN_RANGES: gl.constexpr, TABLE_AHEAD: gl.constexpr, SPLIT_TAIL: gl.constexpr,
-                          SWAP_ROWS: gl.constexpr, ONE_LOOP: gl.constexpr, num_warps: gl.constexpr):
+                          SWAP_ROWS: gl.constexpr, ONE_LOOP: gl.constexpr, O_DIRECT: gl.constexpr,
+                          num_warps: gl.constexpr):
     """Grid (cdiv(N_Q, BLOCK_M), B·H), or PERSISTENT (rungs 3-4) at most one program per SM, each taking its
     units of the cdiv(N_Q, BLOCK_M)·BH query tiles round-robin (_units, _work_item). q_desc/o_desc: 4-D
     (B, H, N_Q, D) descriptors with (1, 1, BLOCK_M / C, D) boxes, C the rung's consumer partitions (consumers());
-    k_desc/v_desc: (B, H_kv, N_KV, D) with (1, 1, BLOCK_N, D) boxes; qk_scale = scale·log2 e. WINDOW (causal
+    k_desc/v_desc: (B, H_kv, N_KV, D) with (1, 1, BLOCK_N, D) boxes; qk_scale = scale·log2 e. o_ptr: O's
+    pointer (the tensor under o_desc), written through only by O_DIRECT. WINDOW (causal
     only): query row i sees keys [i + N_KV - N_Q - window_left, i + N_KV - N_Q] (flash-attn's
     window_size=(window_left, 0))."""
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
@@ -1415,12 +1442,13 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
                                       and not CHAIN_RANGES),
                      "ONE_LOOP runs a PERSISTENT item's key range in one pipeline (rungs 2-4; not with OWN_RANGES, "
                      "Q_AHEAD, Q_EARLY or CHAIN_RANGES)")
+    gl.static_assert(PERSISTENT or not O_DIRECT, "O_DIRECT stores a PERSISTENT program's O from registers")
 
     if PERSISTENT:
         _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left, BH,
                     schedule_ptr, IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG,
                     SCHEDULED, OWN_RANGES, Q_REGS, SPLIT_EMPTY, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
-                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP, num_warps)
+                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP, num_warps, o_ptr, O_DIRECT)
     else:
         _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left,
                   IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG, OWN_RANGES,
@@ -1547,9 +1575,11 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
                 PINGPONG: gl.constexpr, SCHEDULED: gl.constexpr, OWN_RANGES: gl.constexpr, Q_REGS: gl.constexpr,
                 SPLIT_EMPTY: gl.constexpr, Q_AHEAD: gl.constexpr, HALF_DIAGONAL: gl.constexpr,
                 Q_EARLY: gl.constexpr, CHAIN_RANGES: gl.constexpr, TABLE_AHEAD: gl.constexpr,
-                SPLIT_TAIL: gl.constexpr, SWAP_ROWS: gl.constexpr, ONE_LOOP: gl.constexpr, num_warps: gl.constexpr):
+                SPLIT_TAIL: gl.constexpr, SWAP_ROWS: gl.constexpr, ONE_LOOP: gl.constexpr, num_warps: gl.constexpr,
+                o_ptr=None, O_DIRECT: gl.constexpr = False):
     """PERSISTENT: the rung's partitions, each looping over the program's work items (_consumer_persistent,
-    _producer_persistent); shared memory and barriers are set up once."""
+    _producer_persistent); shared memory and barriers are set up once. O_DIRECT: no O staging buffers (O goes
+    from registers to o_ptr), which leaves their shared memory to the K/V ring."""
     CONSUMERS: gl.constexpr = _consumers(RUNG)
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[2] * CONSUMERS
     pid = gl.program_id(0)
@@ -1557,22 +1587,25 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
     num_m = gl.cdiv(N_Q, BLOCK_M)
     Q_SLOTS: gl.constexpr = 2 if Q_AHEAD else 1
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [CONSUMERS * Q_SLOTS] + q_desc.block_type.shape, q_desc.layout)
-    o_smem = gl.allocate_shared_memory(o_desc.dtype, [CONSUMERS] + o_desc.block_type.shape, o_desc.layout)
+    if O_DIRECT:
+        o_smem = q_smem                                  # never written: O leaves from registers
+    else:
+        o_smem = gl.allocate_shared_memory(o_desc.dtype, [CONSUMERS] + o_desc.block_type.shape, o_desc.layout)
     k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars, turn_bars = _ring(k_desc, v_desc, CONSUMERS, NUM_BUFFERS,
                                                                           PINGPONG, SPLIT_EMPTY, Q_SLOTS)
 
     consumer = (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars,
                 empty_bars, turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left,
-                schedule_ptr)
+                schedule_ptr, o_ptr)
     # the producer's constexprs are written in its tuple literal (a tuple assigned to a name holds no constexpr)
     if RUNG == 4:
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
                                     num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
-                                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP)),
+                                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP, O_DIRECT)),
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 1, SCHEDULED,
                                     num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
-                                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP)),
+                                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP, O_DIRECT)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
                                     BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
                                     NUM_BUFFERS, SCHEDULED, TABLE_AHEAD, SPLIT_TAIL)),
@@ -1581,7 +1614,7 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
                                     num_warps, False, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
-                                    TABLE_AHEAD, SPLIT_TAIL, False, ONE_LOOP)),
+                                    TABLE_AHEAD, SPLIT_TAIL, False, ONE_LOOP, O_DIRECT)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
                                     BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
                                     NUM_BUFFERS, SCHEDULED, TABLE_AHEAD, SPLIT_TAIL)),
@@ -1720,6 +1753,8 @@ def rung_config(rung, head_dim, config=None):
             cfg.get(flag) for flag in ("OWN_RANGES", "Q_AHEAD", "Q_EARLY", "CHAIN_RANGES"))):
         raise ValueError("ONE_LOOP runs a PERSISTENT work item's key range in one pipeline: it needs PERSISTENT, "
                          "without OWN_RANGES, Q_AHEAD, Q_EARLY or CHAIN_RANGES")
+    if cfg.get("O_DIRECT") and not cfg.get("PERSISTENT"):
+        raise ValueError("O_DIRECT stores a PERSISTENT program's O from registers; set PERSISTENT too")
     if cfg.get("HALF_DIAGONAL") and (rung != 4 or cfg["BLOCK_N"] != 128 or cfg.get("OWN_RANGES") or cfg.get("Q_REGS")):
         raise ValueError("HALF_DIAGONAL halves the diagonal 128-key tile of rung 4's lower consumer: it needs rung 4 "
                          "and BLOCK_N=128, without OWN_RANGES or Q_REGS")
@@ -1737,7 +1772,7 @@ def _constexprs(rung, causal, cfg, window=False):
                 Q_EARLY=bool(cfg.get("Q_EARLY", False)), CHAIN_RANGES=bool(cfg.get("CHAIN_RANGES", False)),
                 TABLE_AHEAD=bool(cfg.get("TABLE_AHEAD", False)), SPLIT_TAIL=bool(cfg.get("SPLIT_TAIL", False)),
                 SWAP_ROWS=bool(cfg.get("SWAP_ROWS", False)), ONE_LOOP=int(cfg.get("ONE_LOOP", 0)),
-                num_warps=cfg["num_warps"])
+                O_DIRECT=bool(cfg.get("O_DIRECT", False)), num_warps=cfg["num_warps"])
 
 
 def _options(cfg):
@@ -1764,7 +1799,7 @@ def compile_rung(rung, head_dim=128, dtype=torch.bfloat16, causal=True, config=N
     signature = dict(q_desc=descriptor_signature(q_box, dtype), k_desc=descriptor_signature(kv_box, dtype),
                      v_desc=descriptor_signature(kv_box, dtype), o_desc=descriptor_signature(q_box, dtype),
                      lse_ptr="*fp32", H="i32", GROUP="i32", N_Q="i32", N_KV="i32", qk_scale="fp32",
-                     window_left="i32", BH="i32", schedule_ptr="*i32")
+                     window_left="i32", BH="i32", schedule_ptr="*i32", o_ptr="*" + SIG_DTYPE[dtype])
     signature.update({name: "constexpr" for name in constexprs})
     src = GluonASTSource(_attention_fwd_hopper, signature=signature, constexprs=constexprs)
     return triton.compile(src, target=GPUTarget("cuda", capability, 32), options=_options(cfg))
@@ -1817,7 +1852,8 @@ def gluon_launch(q, k, v, o, causal, scale, rung, config, window_left=-1):
     """What a launch of the Gluon kernel for these inputs fixes once: (grid, layouts, scalars, constexprs,
     options). layouts: (shape, strides, box, padding) of the q, k, v and o (torch.empty_like(q)) descriptors;
     scalars: H, GROUP, N_Q, N_KV, qk_scale, window_left (-1: no window; a window needs causal), B·H and an int32
-    tensor, a SCHEDULED launch's work table (schedule_table) or else one unused element; constexprs: the
+    tensor, a SCHEDULED launch's work table (schedule_table) or else one unused element (a launch passes O's
+    tensor after them, the kernel's o_ptr); constexprs: the
     kernel's compile-time parameters in its order; options: the launch options. `fa2.plan.GluonPlan` builds it
     once per input signature."""
     B, H, N_Q, D = q.shape
@@ -2041,7 +2077,7 @@ def attention_gluon(q, k, v, causal=False, scale=None, rung=1, config=None, wind
     o = torch.empty_like(q)
     lse = torch.empty(B, H, N_Q, device=q.device, dtype=torch.float32)
     grid, layouts, scalars, constexprs, options = gluon_launch(q, k, v, o, causal, scale, rung, config, window_left)
-    _attention_fwd_hopper[grid](*gluon_descriptors((q, k, v, o), layouts), lse, *scalars, **constexprs,
+    _attention_fwd_hopper[grid](*gluon_descriptors((q, k, v, o), layouts), lse, *scalars, o, **constexprs,
                                 **options)
     return o, lse
 

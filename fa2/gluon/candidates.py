@@ -212,4 +212,22 @@ CONFIGS = {
                                                        TABLE_AHEAD=1, PRODUCER_REGS=32, OWN_RANGES=1,
                                                        SPLIT_EMPTY=1)),
     "r4_n64b5_persistent_own": (4, dict(BLOCK_N=64, NUM_BUFFERS=5, PERSISTENT=1, PRODUCER_REGS=32, OWN_RANGES=1)),
+    # O_DIRECT: O stored from registers straight to global memory, so the persistent kernel needs no O staging
+    # buffers (32 KB): the table's configs at (32, 32, 512, 128), the money shot and (1, 32, 8192, 128) with it,
+    # and each with one K/V buffer more in the room it leaves (3 of 128 keys: 224 KB; 6 of 64 keys)
+    "r4_n128b2_persistent_split_half_pairplan_direct": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PERSISTENT=1,
+                                                                SCHEDULED=2, TABLE_AHEAD=1, PRODUCER_REGS=32,
+                                                                SPLIT_EMPTY=1, HALF_DIAGONAL=1, O_DIRECT=1)),
+    "r4_n128b3_persistent_split_half_pairplan_direct": (4, dict(BLOCK_N=128, NUM_BUFFERS=3, PERSISTENT=1,
+                                                                SCHEDULED=2, TABLE_AHEAD=1, PRODUCER_REGS=32,
+                                                                SPLIT_EMPTY=1, HALF_DIAGONAL=1, O_DIRECT=1)),
+    "r4_n64b4_persistent_own_pairplan_direct": (4, dict(BLOCK_N=64, NUM_BUFFERS=4, PERSISTENT=1, SCHEDULED=2,
+                                                        TABLE_AHEAD=1, PRODUCER_REGS=32, OWN_RANGES=1, O_DIRECT=1)),
+    "r4_n64b6_persistent_own_pairplan_direct": (4, dict(BLOCK_N=64, NUM_BUFFERS=6, PERSISTENT=1, SCHEDULED=2,
+                                                        TABLE_AHEAD=1, PRODUCER_REGS=32, OWN_RANGES=1, O_DIRECT=1)),
+    "r4_n128b3_pingpong_persistent_split_half_direct": (4, dict(BLOCK_N=128, NUM_BUFFERS=3, PINGPONG=1,
+                                                                PERSISTENT=1, PRODUCER_REGS=32, SPLIT_EMPTY=1,
+                                                                HALF_DIAGONAL=1, O_DIRECT=1)),
+    "r4_n128b3_pingpong_scheduled_split_direct": (4, dict(BLOCK_N=128, NUM_BUFFERS=3, PINGPONG=1, PERSISTENT=1,
+                                                          SCHEDULED=1, PRODUCER_REGS=32, SPLIT_EMPTY=1, O_DIRECT=1)),
 }

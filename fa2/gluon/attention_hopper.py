@@ -56,8 +56,9 @@ operand, ``Q_AHEAD`` (persistent): two Q buffers, the next item's Q loaded a who
 ``TABLE_AHEAD`` (SCHEDULED): each item's table entry read an item ahead, ``SWAP_ROWS`` (persistent rung 4): the
 consumers trade row halves on odd items, and ``ONE_LOOP`` (persistent): an item's key range in one pipeline, its
 masked tiles picked at run time (1) or every tile masked (2) (all seven measured and checked, not shipped:
-slower, level, or faster by less than the table's 3 %). Chapter 12's appendix on short work items
-(book/appendix_short_items.ipynb) measures each.
+slower, level, or faster by less than the table's 3 %). ``O_DIRECT`` (persistent): O stored from registers to
+``o_ptr`` without the staging buffer (checked; 0.64-0.97x the time without it, not shipped). Chapter 12's
+appendix on short work items (book/appendix_short_items.ipynb) measures each.
 """
 
 import math

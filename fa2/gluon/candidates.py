@@ -203,7 +203,8 @@ CONFIGS = {
     # a deeper ring of 64-key tiles (4 or 5 buffers: 192 / 224 KB with Q and O), so more of the next tiles' K and V
     # are in flight while a short item runs: at (32, 32, 512, 128) causal an item reads ~128 KB from HBM
     # (Q, O, its share of K and V) in about the time its products take, and 2 buffers of 128 keys keep about one
-    # tile's loads ahead of the consumers
+    # tile's loads ahead of the consumers. The 5-deep one runs at N = 512 bf16 causal, B·H 256 and 1024
+    # (book/results/deep_ring.md)
     "r4_n64b4_persistent_own_pairplan": (4, dict(BLOCK_N=64, NUM_BUFFERS=4, PERSISTENT=1, SCHEDULED=2, TABLE_AHEAD=1,
                                                  PRODUCER_REGS=32, OWN_RANGES=1)),
     "r4_n64b5_persistent_own_pairplan": (4, dict(BLOCK_N=64, NUM_BUFFERS=5, PERSISTENT=1, SCHEDULED=2, TABLE_AHEAD=1,
@@ -214,7 +215,8 @@ CONFIGS = {
     "r4_n64b5_persistent_own": (4, dict(BLOCK_N=64, NUM_BUFFERS=5, PERSISTENT=1, PRODUCER_REGS=32, OWN_RANGES=1)),
     # O_DIRECT: O stored from registers straight to global memory, so the persistent kernel needs no O staging
     # buffers (32 KB): the table's configs at (32, 32, 512, 128), the money shot and (1, 32, 8192, 128) with it,
-    # and each with one K/V buffer more in the room it leaves (3 of 128 keys: 224 KB; 6 of 64 keys)
+    # and each with one K/V buffer more in the room it leaves (3 of 128 keys: 224 KB; 6 of 64 keys). Checked, measured
+    # 0.64-0.97x the time without it (32 four-byte stores a thread from the wgmma layout), not in a table
     "r4_n128b2_persistent_split_half_pairplan_direct": (4, dict(BLOCK_N=128, NUM_BUFFERS=2, PERSISTENT=1,
                                                                 SCHEDULED=2, TABLE_AHEAD=1, PRODUCER_REGS=32,
                                                                 SPLIT_EMPTY=1, HALF_DIAGONAL=1, O_DIRECT=1)),

@@ -1165,8 +1165,9 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
     this item's Q has completed, so the load overlaps this item's epilogue; Q_EARLY: before the item's last P·V
     (the last S is then done), so it also overlaps that P·V and the turn it waits for. Q_AHEAD: two Q buffers,
     item k's in buffer k % 2, and item k + 1's Q loaded when item k starts (the loop takes two items a turn, so
-    that each buffer is picked by a constant index). O is staged in a buffer of its own and stored by TMA without waiting;
-    the next item waits for that store (store_wait) only before staging its own O. The K/V ring and PINGPONG's
+    that each buffer is picked by a constant index). O is staged in a buffer of its own and stored by TMA without
+    waiting; the next item waits for that store (store_wait) only before staging its own O (O_DIRECT: no staging,
+    O stored from registers). The K/V ring and PINGPONG's
     turns run on across items: `base` counts the tiles of earlier items, `turn_base` their turns. (Q and O
     buffers are indexed by constants: a Q buffer picked by a run-time index gave wrong scores on the H200 --
     gpu/persistent_debug.py.) TABLE_AHEAD (SCHEDULED): each item's table entry is loaded when the item before it

@@ -907,16 +907,22 @@ def _consumer(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, PIPELINED: gl
 
 
 @gluon.jit
-def _write_out(acc, m_i, l_i, q_smem, q_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q,
-               dtype: gl.constexpr, o_layout: gl.constexpr):
-    """O = acc / l through the Q tile's shared memory and a TMA store (issued, not waited), LSE to lse_ptr."""
+def _normalised(acc, m_i, l_i, lse_ptr, pid_bh, offs_m, N_Q, dtype: gl.constexpr, o_layout: gl.constexpr):
+    """O = acc / l in `dtype` (the wgmma accumulator's layout), the LSE stored to lse_ptr (rows >= N_Q masked)."""
     # rows that saw no key (causal, N_Q > N_KV) get o = 0 and lse = -inf
     seen = l_i > 0.0
     safe_l = gl.where(seen, l_i, 1.0)
     lse = gl.where(seen, (m_i + gl.log2(safe_l)) * 0.6931471805599453, float("-inf"))
     gl.store(lse_ptr + pid_bh.to(gl.int64) * N_Q + offs_m, lse, mask=offs_m < N_Q)
     inv_l = gl.convert_layout(1.0 / safe_l, gl.SliceLayout(1, o_layout))
-    o = (acc * inv_l[:, None]).to(dtype)
+    return (acc * inv_l[:, None]).to(dtype)
+
+
+@gluon.jit
+def _write_out(acc, m_i, l_i, q_smem, q_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q,
+               dtype: gl.constexpr, o_layout: gl.constexpr):
+    """O = acc / l through the Q tile's shared memory and a TMA store (issued, not waited), LSE to lse_ptr."""
+    o = _normalised(acc, m_i, l_i, lse_ptr, pid_bh, offs_m, N_Q, dtype, o_layout)
     # Q's tile is read by no wgmma any more: it becomes O's staging tile for the TMA store (rows >= N_Q dropped)
     gl.thread_barrier()
     q_tile.store(o)
@@ -929,15 +935,9 @@ def _store_out(acc, m_i, l_i, o_ptr, o_desc, lse_ptr, pid_bh, offs_m, off_b, off
                o_layout: gl.constexpr):
     """_write_out without the staging: O = acc / l stored from the wgmma accumulator's registers straight to
     o_ptr (O's strides are o_desc's; rows >= N_Q masked), so no shared memory, barrier or fence; LSE as there."""
-    seen = l_i > 0.0
-    safe_l = gl.where(seen, l_i, 1.0)
-    lse = gl.where(seen, (m_i + gl.log2(safe_l)) * 0.6931471805599453, float("-inf"))
-    gl.store(lse_ptr + pid_bh.to(gl.int64) * N_Q + offs_m, lse, mask=offs_m < N_Q)
-    row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
-    inv_l = gl.convert_layout(1.0 / safe_l, row_layout)
-    o = (acc * inv_l[:, None]).to(dtype)
+    o = _normalised(acc, m_i, l_i, lse_ptr, pid_bh, offs_m, N_Q, dtype, o_layout)
     HEAD_DIM: gl.constexpr = o_desc.block_type.shape[3]
-    rows = gl.convert_layout(offs_m, row_layout)
+    rows = gl.convert_layout(offs_m, gl.SliceLayout(1, o_layout))
     cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
     strides = o_desc.strides                             # (B, H, N, D) strides of O, the last 1
     base = o_ptr + off_b.to(gl.int64) * strides[0] + off_h.to(gl.int64) * strides[1]

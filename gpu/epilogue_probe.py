@@ -6,15 +6,16 @@
 
 The persistent Gluon kernel ends each work item with `_write_out` (O normalised, stored to shared memory and sent
 out by TMA, the LSE stored). A mutant of fa2/gluon/attention_hopper.py (fa2.testing.mutant) guards that call with a
-run-time condition that is never true (`m_start < 0`): the code stays in the kernel, so its size and layout barely
-change and nothing upstream is dead code, but no item pays for its epilogue. Its output is garbage (O is never
-written), so it is timed, never checked. The table's own config at each shape is timed as shipped and as the
-mutant, each through a fa2.plan.GluonPlan as fa2.attention launches it (the mutant's plan made with the package's
-attention_hopper swapped for the mutant), beside SDPA's cuDNN backend, with fa2.testing.time_ms on rotating input
-sets as gpu/money_ab.py times, in ROUNDS interleaved rounds (fa2.bench.interleaved_rounds: the order rotated each
-round). The shipped kernel's output is checked against cuDNN's first. (8, 32, 512, 128) runs rung 1, which has no
-persistent items: there the two are the same kernel, a control. The time the mutant saves bounds what running
-the next item's first products under this item's epilogue could save.
+run-time condition that is never true (`m_start < 0`; `N_Q < 0` for the LSE store, in `_normalised`): the code
+stays in the kernel, so its size and layout barely change and nothing upstream is dead code, but no item pays for
+its epilogue. Its output is garbage (O is never written), so it is timed, never checked. The table's own config at
+each shape is timed as shipped and as the mutant, each through a fa2.plan.GluonPlan as fa2.attention launches it
+(the mutant's plan made with the package's attention_hopper swapped for the mutant), beside SDPA's cuDNN backend,
+with fa2.testing.time_ms on rotating input sets as gpu/money_ab.py times, in ROUNDS interleaved rounds
+(fa2.bench.interleaved_rounds: the order rotated each round). The shipped kernel's output is checked against
+cuDNN's first. (8, 32, 512, 128) runs rung 1, which has no persistent items: there the two are the same kernel, a
+control. The time the mutant saves bounds what running the next item's first products under this item's epilogue
+could save.
 """
 
 import csv
@@ -30,19 +31,20 @@ from fa2.gluon import attention_hopper, dispatch
 from fa2.testing import mutant, rel_err, time_ms
 
 SHAPES = [(32, 32, 512, 128), (8, 32, 512, 128), (8, 32, 2048, 128)]       # bf16, causal
-NEVER = "    if m_start < 0:                                  # never: skipped, its code kept\n"
 LSE = "    gl.store(lse_ptr + pid_bh.to(gl.int64) * N_Q + offs_m, lse, mask=offs_m < N_Q)\n"
 STORE = ("    gl.thread_barrier()\n    q_tile.store(o)\n    fence_async_shared()\n"
          "    tma.async_copy_shared_to_global(o_desc, [off_b, off_h, m_start, 0], q_smem)\n")
 BARRIER = "    gl.thread_barrier()\n    q_tile.store(o)\n"
 
 
-def guarded(lines):
-    """The lines under NEVER (indented one level more)."""
-    return NEVER + "".join("    " + line + "\n" for line in lines.splitlines())
+def guarded(lines, indent="    ", never="m_start < 0"):
+    """`lines` under `if never:` at `indent`, a run-time condition that is never true there (`m_start` where the
+    code has it; `_normalised`, which stores the LSE, has no `m_start`), indented one level more."""
+    return (f"{indent}if {never}:  # never: skipped, its code kept\n"
+            + "".join("    " + line + "\n" for line in lines.splitlines()))
 
 
-PARTS = {"no_lse": {LSE: guarded(LSE)},
+PARTS = {"no_lse": {LSE: guarded(LSE, never="N_Q < 0")},
          "no_barrier": {BARRIER: guarded("    gl.thread_barrier()") + "    q_tile.store(o)\n"},
          "no_store": {STORE: guarded(STORE)}}
 # O's way out one piece at a time: the shared-memory store (the TMA store then sends stale data: same HBM
@@ -55,22 +57,22 @@ WAY_OUT = {"no_smem_store": {SMEM: guarded("    q_tile.store(o)") + "    fence_a
            "no_tma_store": {TMA: guarded(TMA)},
            "no_store": PARTS["no_store"]}
 # the persistent item's _write_out call (the return after it makes the text unique)
-WRITE_OUT = ("    _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, "
-             "N_Q, dtype,\n               o_layout)\n")
+WRITE_OUT = ("        _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, "
+             "N_Q,\n                   dtype, o_layout)\n")
 RETURN = "    return base + gl.cdiv"
-WHOLE = {WRITE_OUT + RETURN: guarded(WRITE_OUT) + RETURN}
+WHOLE = {WRITE_OUT + RETURN: guarded(WRITE_OUT, indent="        ") + RETURN}
+# every mutant, built on import (tests/test_gpu_scripts.py imports this script, so an edit to the kernel that
+# moves a line named above fails there, not on the GPU machine)
+MUTANTS = {name: mutant(attention_hopper, edits) for name, edits in {"no_epilogue": WHOLE, **PARTS, **WAY_OUT}.items()}
 
 
 def main(out, rounds=5, mode="whole"):
     import fa2.gluon
     from fa2.plan import GluonPlan
 
-    variants = {"no_epilogue": mutant(attention_hopper, WHOLE)}
-    shapes = SHAPES
-    if mode in ("parts", "way_out"):
-        variants.update({name: mutant(attention_hopper, edits)
-                         for name, edits in (PARTS if mode == "parts" else WAY_OUT).items()})
-        shapes = SHAPES[:1]
+    names = ["no_epilogue"] + {"whole": [], "parts": list(PARTS), "way_out": list(WAY_OUT)}[mode]
+    variants = {name: MUTANTS[name] for name in names}
+    shapes = SHAPES if mode == "whole" else SHAPES[:1]
     families = dispatch.shipped_families("NVIDIA H200")
     path = Path(out) / {"whole": "epilogue_probe.csv", "parts": "epilogue_parts.csv",
                         "way_out": "epilogue_way_out.csv"}[mode]

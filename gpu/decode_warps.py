@@ -77,13 +77,13 @@ def main(out, rounds=5, seconds=420.0):
                         print(f"  B={B} N={N} {cfg} {splits}: {type(error).__name__} {error}"[:300], flush=True)
                         continue
                     name = f"n{bn}w{w}s{s}_x{splits}"
-                    grid.append((us, name, cfg, splits))
+                    if err <= 1e-2:
+                        grid.append((us, name, cfg, splits))
                     writer.writerow(dict(base, phase="grid", variant=name, block_n=bn, num_warps=w, num_stages=s,
                                          num_splits=splits, gpu_us=f"{us:.4g}", rel_err=f"{err:.1e}",
                                          check="ok" if err <= 1e-2 else "fail"))
             f.flush()
-            ok = [g for g in sorted(grid, key=lambda g: g[0])
-                  if rel_err(ex.plan_fn(flash_decoding, x, g[2], g[3])(x).float(), expected) <= 1e-2]
+            ok = sorted(grid, key=lambda g: g[0])           # the ones that matched the shipped output, fastest first
             finalists = {"shipped": (None, None)}
             if gpu:
                 finalists["n128w4s2"] = (dict(block_n=128, num_warps=4, num_stages=2), None)

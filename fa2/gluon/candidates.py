@@ -213,6 +213,13 @@ CONFIGS = {
                                                        TABLE_AHEAD=1, PRODUCER_REGS=32, OWN_RANGES=1,
                                                        SPLIT_EMPTY=1)),
     "r4_n64b5_persistent_own": (4, dict(BLOCK_N=64, NUM_BUFFERS=5, PERSISTENT=1, PRODUCER_REGS=32, OWN_RANGES=1)),
+    # the 5-deep ring with the two consumers' softmaxes taking turns (ping-pong), as at the long shapes
+    "r4_n64b5_pingpong_persistent_own_pairplan": (4, dict(BLOCK_N=64, NUM_BUFFERS=5, PINGPONG=1, PERSISTENT=1,
+                                                          SCHEDULED=2, TABLE_AHEAD=1, PRODUCER_REGS=32,
+                                                          OWN_RANGES=1)),
+    "r4_n64b4_pingpong_persistent_own_pairplan": (4, dict(BLOCK_N=64, NUM_BUFFERS=4, PINGPONG=1, PERSISTENT=1,
+                                                          SCHEDULED=2, TABLE_AHEAD=1, PRODUCER_REGS=32,
+                                                          OWN_RANGES=1)),
     # O_DIRECT: O stored from registers straight to global memory, so the persistent kernel needs no O staging
     # buffers (32 KB): the table's configs at (32, 32, 512, 128), the money shot and (1, 32, 8192, 128) with it,
     # and each with one K/V buffer more in the room it leaves (3 of 128 keys: 224 KB; 6 of 64 keys). Checked, measured

@@ -169,6 +169,13 @@ class _RingModel:
             assert self.loaded[part] == list(range(n_tiles)) and self.freed[part] == set(range(n_tiles)), part
 
 
+def _pick(rng, choices):
+    """rng's pick of one of `choices`, as choices[rng.integers(len(choices))]; with one choice it draws nothing,
+    as numpy's integers(1) draws no random bits either: the same interleavings, without a numpy call (~2 us) on
+    every step of the simulations below."""
+    return choices[0] if len(choices) == 1 else choices[rng.integers(len(choices))]
+
+
 def _simulate_ring(rung, n_tiles, n_free, NUM_BUFFERS, ring_slot, rng, pingpong=False, turn_phase=None,
                    n_lower=0, consumer_ops=None, split=False):
     """The kernel's order of mbarrier waits, arrives and TMA loads as plain Python (see _consumer_ops; rungs
@@ -197,7 +204,7 @@ def _simulate_ring(rung, n_tiles, n_free, NUM_BUFFERS, ring_slot, rng, pingpong=
                 if kind in ("free", "sdone", "load", "loadk", "loadv", "pass") or wait(kind, t, c):
                     ready.append((c, ops))
         assert ready, f"deadlock: {[(c, ops[:1]) for c, ops in agents]}"
-        c, ops = ready[rng.integers(len(ready))]
+        c, ops = _pick(rng, ready)
         kind, t = ops.pop(0)
         if kind in ("free", "sdone"):
             ring.free(kind, t)
@@ -359,10 +366,10 @@ def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=Fals
         assert ready, f"deadlock: {[(c, o[:1]) for c, o in agents]}"
         if len(ready) > 1 and ready[-1][0] == "stores" and rng.random() < 0.9:
             ready.pop()                                  # stores are slow: they stay in flight for a while
-        c, o = ready[rng.integers(len(ready))]
+        c, o = _pick(rng, ready)
         if c == "stores":
             busy = [k for k in pending if pending[k]]
-            pending[busy[rng.integers(len(busy))]].pop(0)
+            pending[_pick(rng, busy)].pop(0)
             continue
         kind, t = o.pop(0)
         if kind == "sdone" and not q_regs:
@@ -476,8 +483,9 @@ def test_chain_turns_are_the_single_range_ops_and_a_wrong_count_fails(hopper):
 
 def test_chain_ranges_is_checked_and_compiles(hopper):
     """CHAIN_RANGES needs rungs 2-4 and excludes OWN_RANGES, Q_AHEAD and Q_EARLY (host checks; the kernel
-    static_asserts them); the money shot's config compiles with it for sm_90, causal, windowed and not, in the same
-    shared memory, and its PTX changes (the ranges are no longer drained one by one)."""
+    static_asserts them); the money shot's config compiles with it for sm_90, causal, in the same shared memory,
+    and its PTX changes (the ranges are no longer drained one by one). (No table ships CHAIN_RANGES: one compile,
+    without a window; the windowed one was dropped to save CI time.)"""
     for rung, extra, match in ((1, {}, "rung"), (4, {"OWN_RANGES": 1}, "OWN_RANGES"),
                                (4, {"PERSISTENT": 1, "Q_AHEAD": 1}, "Q_AHEAD"),
                                (4, {"PERSISTENT": 1, "Q_EARLY": 1}, "Q_EARLY")):
@@ -486,11 +494,9 @@ def test_chain_ranges_is_checked_and_compiles(hopper):
     config = dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1, PRODUCER_REGS=32, SPLIT_EMPTY=1,
                   HALF_DIAGONAL=1)
     without = hopper.compile_rung(4, 128, torch.bfloat16, True, config=config)
-    for window in (False, True):
-        chained = hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(config, CHAIN_RANGES=1), window=window)
-        assert chained.metadata.shared == without.metadata.shared
-        if not window:
-            assert chained.asm["ptx"] != without.asm["ptx"]
+    chained = hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(config, CHAIN_RANGES=1))
+    assert chained.metadata.shared == without.metadata.shared
+    assert chained.asm["ptx"] != without.asm["ptx"]
 
 
 def _refused(hopper, flag, cases):
@@ -548,19 +554,18 @@ def test_o_direct_is_checked_and_frees_the_o_buffers(hopper):
 
 def test_q_ahead_is_checked_and_compiles(hopper):
     """Q_AHEAD needs PERSISTENT and excludes Q_REGS (host checks; the kernel static_asserts both); the money
-    shot's persistent config compiles with it for sm_90, windowed and not, without spills, within the H100's
-    shared memory with two 16 KB Q buffers per consumer more."""
+    shot's persistent config compiles with it for sm_90 without spills, within the H100's shared memory with two
+    16 KB Q buffers per consumer more. (No table ships Q_AHEAD: one compile, without a window; the windowed one was
+    dropped to save CI time.)"""
     with pytest.raises(ValueError, match="PERSISTENT"):
         hopper.rung_config(4, 128, {"Q_AHEAD": 1})
     with pytest.raises(ValueError, match="Q_REGS"):
         hopper.rung_config(4, 128, {"Q_AHEAD": 1, "Q_REGS": 1, "PERSISTENT": 1})
     config = dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1, PRODUCER_REGS=32, SPLIT_EMPTY=1)
     without = hopper.compile_rung(4, 128, torch.bfloat16, True, config=config).metadata.shared
-    for window in (False, True):
-        usage = hopper.resource_usage(hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(config, Q_AHEAD=1),
-                                                          window=window))
-        assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, (window, usage)
-        assert usage["shared"] - without >= 2 * 16 * 1024 and usage["shared"] <= H100_SHARED, usage
+    usage = hopper.resource_usage(hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(config, Q_AHEAD=1)))
+    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
+    assert usage["shared"] - without >= 2 * 16 * 1024 and usage["shared"] <= H100_SHARED, usage
 
 
 def test_persistent_work_items_cover_every_tile_once_longest_first(hopper):

@@ -68,7 +68,7 @@ def test_rung4_registers_and_spills(hopper, D, dtype, causal, config):
     partition holds 256 before the fork, while the idle workers hold 120); no spill, and no instruction names a
     register past what its partition gets. Empty barriers count both consumers' arrives. bf16 at D 64 and 128,
     causal and not, fp16 at CONFIGS' rung-4 fp16 compile (D 128, causal: no table ships rung 4 in fp16, and fp16
-    only changes the wgmma's and the P conversion's type); ``FA2_GLUON_ALL=1`` adds the other fp16 ones."""
+    changes only the element type of the tiles and their wgmmas); ``FA2_GLUON_ALL=1`` adds the other fp16 ones."""
     kernel = hopper.compile_rung(4, D, dtype, causal, config=config)
     usage = hopper.resource_usage(kernel)
     assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0 and usage["stack"] == 0, usage

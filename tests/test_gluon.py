@@ -1,14 +1,12 @@
-"""fa2.gluon: the Hopper FlashAttention rungs written in Gluon compile for sm_90 on any machine (no GPU needed).
+"""fa2.gluon's rung 4 (and rungs 1-3 where they share it) modelled and compiled on any machine (no GPU needed).
 
-Each test AOT-compiles a rung (triton.compile of a GluonASTSource for a cuda:90 target, ~1-2 s each) and reads
-the PTX: the rungs must use wgmma and TMA, rungs 2-4 must keep a P·V wgmma in flight (``wait_group 1``), rungs 3
-and 4 must split registers between partitions (``setmaxnreg``); rung 4 compiles without spilling in every
-configuration. Whether they compute attention correctly and how fast
-is for the GPU (``gpu/gluon_check.sh``). bf16 at D 64 and 128, causal and not, runs by default (~20 s);
-``FA2_GLUON_ALL=1`` adds fp16 everywhere. Skipped on Triton versions other than the one the Gluon API was
-written against (see ``fa2.gluon.SUPPORTED_TRITON``)."""
-import os
-
+Plain-Python models of what the kernel does at run time, checked against its host twins (kv_range, own_range,
+ring_slot, turn_phase, work_item, schedule_table, ...): every visible key in a program's key range, the K/V
+ring's mbarrier phases and the PINGPONG turns under random interleavings (_simulate_ring, _simulate_persistent),
+PERSISTENT work items and SCHEDULED tables; and each of rung 4's compile-time options refused where it does not
+apply and AOT-compiled for sm_90 (PTX, ptxas's registers and spills, shared memory). The rungs' own compile checks
+are tests/test_gluon_rungs.py's. Skipped on Triton versions other than the one the Gluon API was written against
+(see ``fa2.gluon.SUPPORTED_TRITON``)."""
 import pytest
 import torch
 
@@ -17,144 +15,14 @@ import fa2.gluon
 OK, REASON = fa2.gluon.available()
 pytestmark = pytest.mark.skipif(not OK, reason=REASON)
 
-ALL = os.environ.get("FA2_GLUON_ALL") == "1"
 H100_SHARED = 227 * 1024        # the most shared memory one block may use on sm_90
 RUNGS = (1, 2, 3, 4)
-CONFIGS = [(rung, D, torch.bfloat16, causal) for rung in RUNGS for D in (64, 128) for causal in (False, True)]
-CONFIGS += [(rung, D, torch.float16, causal) for rung in RUNGS for D in (64, 128) for causal in (False, True)
-            if ALL or (rung, D, causal) in ((2, 128, True), (4, 128, True))]
 
 
 @pytest.fixture(scope="module")
 def hopper():
     from fa2.gluon import attention_hopper
     return attention_hopper
-
-
-@pytest.mark.parametrize("rung,D,dtype,causal", CONFIGS,
-                         ids=[f"r{r}-D{d}-{str(t)[6:]}-{'causal' if c else 'full'}" for r, d, t, c in CONFIGS])
-def test_rung_compiles_for_sm90(hopper, rung, D, dtype, causal):
-    kernel = hopper.compile_rung(rung, D, dtype, causal)
-    ptx = kernel.asm["ptx"]
-    assert ".target sm_90a" in ptx
-    assert "wgmma.mma_async" in ptx
-    assert "cp.async.bulk.tensor" in ptx                       # TMA loads of Q, K, V and the store of O
-    assert "mbarrier.try_wait" in ptx
-    assert len(kernel.asm["cubin"]) > 0
-    assert 0 < kernel.metadata.shared <= H100_SHARED
-    waits = "wgmma.wait_group.sync.aligned 1" in ptx
-    assert waits == (rung >= 2), "rungs 2-4 wait for S while P·V is still in flight; rung 1 waits for all"
-    assert ("setmaxnreg" in ptx) == (rung >= 3), "rungs 3 and 4 are warp-specialised"
-
-
-def test_rungs_know_the_suite(hopper):
-    assert hopper.RUNGS == RUNGS
-
-
-R4_VARIANTS = [(D, dtype, causal, config) for D in (64, 128) for dtype in (torch.bfloat16, torch.float16)
-               for causal in (False, True) for config in ({}, )]
-R4_VARIANTS += [(128, torch.bfloat16, True, config) for config in
-                ({"PINGPONG": True}, {"BLOCK_N": 64}, {"BLOCK_N": 64, "NUM_BUFFERS": 3, "PINGPONG": True})]
-
-
-@pytest.mark.parametrize("D,dtype,causal,config", R4_VARIANTS,
-                         ids=[f"D{d}-{str(t)[6:]}-{'causal' if c else 'full'}-" + ("-".join(f"{k}{v}" for k, v in
-                              cfg.items()) or "default") for d, t, c, cfg in R4_VARIANTS])
-def test_rung4_registers_and_spills(hopper, D, dtype, causal, config):
-    """Rung 4: 12 warps (two consumer warpgroups, the producer's padded warpgroup) at 168 registers at launch;
-    inside the partitions, setmaxnreg gives both consumers 240 and the producer's warpgroup 24 (the default
-    partition holds 256 before the fork, while the idle workers hold 120); no spill, and no instruction names a
-    register past what its partition gets. Empty barriers count both consumers' arrives."""
-    kernel = hopper.compile_rung(4, D, dtype, causal, config=config)
-    usage = hopper.resource_usage(kernel)
-    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0 and usage["stack"] == 0, usage
-    assert usage["registers"] == 168, usage
-    assert usage["setmaxnreg"] == "24 120 240 256", usage
-    assert usage["sass_registers"] <= 240, usage
-    assert 0 < usage["shared"] <= H100_SHARED
-    ptx = kernel.asm["ptx"]
-    assert ".reqntid 384" in ptx
-    assert "mbarrier.init.shared::cta.b64 [%r" in ptx and "], 2;" in ptx      # the count-2 empty barriers
-    assert "wgmma.mma_async.sync.aligned.m64n" in ptx
-
-
-def test_rung4_register_split_fits_the_register_file(hopper):
-    """Triton's split (AllocateWarpGroups): default partition = 3·maxnreg - CONSUMER_REGS - PRODUCER_REGS
-    (the padding warps of the producer's warpgroup take the producer's count), all within 64 K registers."""
-    cfg = hopper.default_config(4, 128)
-    default = 3 * cfg["maxnreg"] - cfg["CONSUMER_REGS"] - cfg["PRODUCER_REGS"]
-    assert default == 240 and 128 * (default + cfg["CONSUMER_REGS"] + cfg["PRODUCER_REGS"]) <= 64 * 1024
-    assert 384 * cfg["maxnreg"] <= 64 * 1024
-
-
-@pytest.mark.parametrize("rung", RUNGS)
-def test_rung_compiles_with_size_one_arguments(hopper, rung):
-    """The launcher compiles an int argument equal to 1 as a constant: one head, one query, one key."""
-    ptx = hopper.compile_rung(rung, 64, torch.bfloat16, True, ones=("H", "GROUP", "N_Q", "N_KV")).asm["ptx"]
-    assert "wgmma.mma_async" in ptx
-
-
-def test_resource_usage_without_gpu(hopper):
-    """Registers and spills come from ptxas -v on the PTX: the money shot's rung 2 fits without spilling."""
-    usage = hopper.resource_usage(hopper.compile_rung(2, 128, torch.bfloat16, True))
-    assert 0 < usage["registers"] <= 255
-    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0
-    assert usage["shared"] > 4 * 128 * 128 * 2      # Q + two K and two V tiles of 128 × 128 bf16 (+ barriers)
-
-
-def test_descriptor_signature_matches_the_launcher(hopper):
-    """compile_rung's hand-made signature string is what the launcher makes of a real host descriptor."""
-    from triton._C.libtriton import native_specialize_impl
-    from triton.backends.compiler import BaseBackend
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-    x = torch.empty(2, 4, 200, 64, dtype=torch.bfloat16)
-    box = [1, 1, 128, 64]
-    desc = TensorDescriptor.from_tensor(x, box, hopper._layout(box, x.dtype))
-    assert native_specialize_impl(BaseBackend, desc, False, True, True)[0] == hopper.descriptor_signature(box, x.dtype)
-
-
-def test_attention_gluon_refuses_a_non_hopper_device(hopper):
-    q = torch.zeros(1, 2, 128, 64, dtype=torch.bfloat16)
-    with pytest.raises(RuntimeError, match="sm_90"):
-        hopper.attention_gluon(q, q, q, causal=True)
-
-
-def test_bad_arguments_are_refused(hopper):
-    with pytest.raises(ValueError, match="rung"):
-        hopper.compile_rung(5)
-    with pytest.raises(ValueError, match="head dim"):
-        hopper.compile_rung(1, head_dim=96)
-    with pytest.raises(ValueError, match="BLOCK_N"):
-        hopper.compile_rung(4, config={"BLOCK_N": 32})
-    with pytest.raises(ValueError, match="PINGPONG"):
-        hopper.compile_rung(3, config={"PINGPONG": True})
-
-
-def test_launcher_specialises_no_size(hopper):
-    """The JIT launcher binds H, GROUP, N_Q, N_KV (and window_left, B·H) as plain i32 (do_not_specialize): one compile per (rung, D,
-    dtype, causal) over gpu/gluon_check.py's shapes, not one per size pattern (== 1, % 16), which would not fit
-    its 55 s per rung; and the sizes are typed as compile_rung's signature types them."""
-    from triton.backends.compiler import BaseBackend
-    from triton.runtime.jit import create_function_from_signature
-
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-    kernel = hopper._attention_fwd_hopper
-    binder = create_function_from_signature(kernel.signature, kernel.params, BaseBackend)
-    x = torch.empty(1, 2, 1, 64, dtype=torch.bfloat16)
-    box = [1, 1, 128, 64]
-    desc = TensorDescriptor.from_tensor(x, box, hopper._layout(box, x.dtype))
-    constexprs = hopper._constexprs(1, True, hopper.default_config(1, 64))
-    specs = set()
-    for sizes in [(4, 1, 128, 128), (4, 1, 1000, 1000), (8, 4, 1000, 1100), (2, 1, 1, 300), (2, 1, 300, 1),
-                  (2, 1, 130, 4000)]:
-        for window_left in (-1, 1, 4096):
-            BH = sizes[0] * 3
-            _, spec, _ = binder(desc, desc, desc, desc, torch.empty(4), *sizes, 0.5, window_left, BH,
-                                 torch.zeros(1, dtype=torch.int32), x, **constexprs)
-            specs.add(tuple(spec[5:9]) + (spec[10], spec[11]))
-    assert specs == {(("i32", None),) * 6}
 
 
 def _tile_cases(block_m=128, block_n=128):
@@ -301,6 +169,13 @@ class _RingModel:
             assert self.loaded[part] == list(range(n_tiles)) and self.freed[part] == set(range(n_tiles)), part
 
 
+def _pick(rng, choices):
+    """rng's pick of one of `choices`, as choices[rng.integers(len(choices))]; with one choice it draws nothing,
+    as numpy's integers(1) draws no random bits either: the same interleavings, without a numpy call (~2 us) on
+    every step of the simulations below."""
+    return choices[0] if len(choices) == 1 else choices[rng.integers(len(choices))]
+
+
 def _simulate_ring(rung, n_tiles, n_free, NUM_BUFFERS, ring_slot, rng, pingpong=False, turn_phase=None,
                    n_lower=0, consumer_ops=None, split=False):
     """The kernel's order of mbarrier waits, arrives and TMA loads as plain Python (see _consumer_ops; rungs
@@ -329,7 +204,7 @@ def _simulate_ring(rung, n_tiles, n_free, NUM_BUFFERS, ring_slot, rng, pingpong=
                 if kind in ("free", "sdone", "load", "loadk", "loadv", "pass") or wait(kind, t, c):
                     ready.append((c, ops))
         assert ready, f"deadlock: {[(c, ops[:1]) for c, ops in agents]}"
-        c, ops = ready[rng.integers(len(ready))]
+        c, ops = _pick(rng, ready)
         kind, t = ops.pop(0)
         if kind in ("free", "sdone"):
             ring.free(kind, t)
@@ -398,58 +273,6 @@ def test_turn_indices_are_contiguous():
                 turns = [t for kind, t in _consumer_ops(4, n_tiles, n_free, True, n_lower) if kind == "turn"]
                 ranges = (n_lower > 0) + (n_free > n_lower) + (n_tiles > n_free)
                 assert turns == list(range(n_tiles + ranges)), (n_tiles, n_free, n_lower, turns)
-
-
-def test_rung_compiles_after_a_kernel_ran_under_the_interpreter(hopper, tmp_path, monkeypatch):
-    """In CI every other test runs kernels under the interpreter first; in Triton 3.6 a kernel that calls a @jit
-    helper left triton.language.core bound to the interpreter, and the compile failed ('ir.value' object has no
-    attribute 'dtype') -- a compile cache from an earlier run had hidden it (fa2/_triton_compat.py scopes those
-    bindings; tests/test_runtime.py checks the language is left as it was)."""
-    import fa2.runtime
-    from fa2.chapters import fast
-    from fa2.testing import check_attention
-    if not fa2.runtime.INTERPRET:
-        pytest.skip("the interpreter does not run here")
-    check_attention(lambda q, k, v, causal, scale: fast.attention_fast(q, k, v, causal, scale, host_desc=True),
-                    1, 2, 1, 40, 40, 64, torch.bfloat16, False)
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))       # a compile, not a cache hit
-    assert "wgmma.mma_async" in hopper.compile_rung(1, 64, torch.bfloat16, False).asm["ptx"]
-
-
-@pytest.mark.parametrize("rung,config", [(1, None), (2, None), (3, None),
-                                         (4, {"BLOCK_N": 64, "NUM_BUFFERS": 3, "PINGPONG": 1})],
-                         ids=["r1", "r2", "r3", "r4-pingpong"])
-def test_window_variant_compiles_for_sm90(hopper, rung, config):
-    """A sliding window (WINDOW, causal) compiles for sm_90 on every rung, with the same shared memory as the
-    windowless kernel (no buffer more: the window only moves the key range and adds a left-edge mask); its
-    PTX compares each key with the window's bound (one more setp per score than the causal mask alone)."""
-    plain = hopper.compile_rung(rung, 128, torch.bfloat16, True, config=config)
-    windowed = hopper.compile_rung(rung, 128, torch.bfloat16, True, config=config, window=True)
-    assert windowed.metadata.shared == plain.metadata.shared
-    count = lambda k: k.asm["ptx"].count("setp.")
-    assert count(windowed) > count(plain)
-    with pytest.raises(Exception):                        # the kernel static_asserts: a window needs causal
-        hopper.compile_rung(rung, 128, torch.bfloat16, False, config=config, window=True)
-
-
-def test_window_needs_causal_on_the_host(hopper):
-    q = torch.zeros(1, 2, 64, 64, dtype=torch.bfloat16)
-    with pytest.raises(ValueError, match="window"):
-        hopper.gluon_launch(q, q, q, torch.empty_like(q), False, 0.125, 1, None, window_left=16)
-    grid, layouts, scalars, constexprs, options = hopper.gluon_launch(q, q, q, torch.empty_like(q), True, 0.125, 1,
-                                                                      None, window_left=16)
-    assert scalars[-3:-1] == (16, 2) and constexprs["WINDOW"] is True and list(constexprs)[:2] == ["IS_CAUSAL", "WINDOW"]
-
-
-def test_constexprs_are_in_the_kernels_order(hopper):
-    """GluonPlan passes the constexprs by position after the scalars: _constexprs must list them in the kernel's
-    parameter order."""
-    names = [p.name for p in hopper._attention_fwd_hopper.params]
-    cfg = hopper.rung_config(4, 128, {"PERSISTENT": 1})
-    listed = list(hopper._constexprs(4, True, cfg))
-    assert names[-len(listed):] == listed and hopper._constexprs(4, True, cfg)["PERSISTENT"] is True
-    with pytest.raises(ValueError, match="PERSISTENT"):
-        hopper.rung_config(2, 128, {"PERSISTENT": 1})
 
 
 # ------------------------------------------------------------------------------------------ PERSISTENT
@@ -543,10 +366,10 @@ def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=Fals
         assert ready, f"deadlock: {[(c, o[:1]) for c, o in agents]}"
         if len(ready) > 1 and ready[-1][0] == "stores" and rng.random() < 0.9:
             ready.pop()                                  # stores are slow: they stay in flight for a while
-        c, o = ready[rng.integers(len(ready))]
+        c, o = _pick(rng, ready)
         if c == "stores":
             busy = [k for k in pending if pending[k]]
-            pending[busy[rng.integers(len(busy))]].pop(0)
+            pending[_pick(rng, busy)].pop(0)
             continue
         kind, t = o.pop(0)
         if kind == "sdone" and not q_regs:
@@ -660,8 +483,9 @@ def test_chain_turns_are_the_single_range_ops_and_a_wrong_count_fails(hopper):
 
 def test_chain_ranges_is_checked_and_compiles(hopper):
     """CHAIN_RANGES needs rungs 2-4 and excludes OWN_RANGES, Q_AHEAD and Q_EARLY (host checks; the kernel
-    static_asserts them); the money shot's config compiles with it for sm_90, causal, windowed and not, in the same
-    shared memory, and its PTX changes (the ranges are no longer drained one by one)."""
+    static_asserts them); the money shot's config compiles with it for sm_90, causal, in the same shared memory,
+    and its PTX changes (the ranges are no longer drained one by one). (No table ships CHAIN_RANGES: one compile,
+    without a window; the windowed one was dropped to save CI time.)"""
     for rung, extra, match in ((1, {}, "rung"), (4, {"OWN_RANGES": 1}, "OWN_RANGES"),
                                (4, {"PERSISTENT": 1, "Q_AHEAD": 1}, "Q_AHEAD"),
                                (4, {"PERSISTENT": 1, "Q_EARLY": 1}, "Q_EARLY")):
@@ -670,11 +494,9 @@ def test_chain_ranges_is_checked_and_compiles(hopper):
     config = dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1, PRODUCER_REGS=32, SPLIT_EMPTY=1,
                   HALF_DIAGONAL=1)
     without = hopper.compile_rung(4, 128, torch.bfloat16, True, config=config)
-    for window in (False, True):
-        chained = hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(config, CHAIN_RANGES=1), window=window)
-        assert chained.metadata.shared == without.metadata.shared
-        if not window:
-            assert chained.asm["ptx"] != without.asm["ptx"]
+    chained = hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(config, CHAIN_RANGES=1))
+    assert chained.metadata.shared == without.metadata.shared
+    assert chained.asm["ptx"] != without.asm["ptx"]
 
 
 def _refused(hopper, flag, cases):
@@ -732,19 +554,18 @@ def test_o_direct_is_checked_and_frees_the_o_buffers(hopper):
 
 def test_q_ahead_is_checked_and_compiles(hopper):
     """Q_AHEAD needs PERSISTENT and excludes Q_REGS (host checks; the kernel static_asserts both); the money
-    shot's persistent config compiles with it for sm_90, windowed and not, without spills, within the H100's
-    shared memory with two 16 KB Q buffers per consumer more."""
+    shot's persistent config compiles with it for sm_90 without spills, within the H100's shared memory with two
+    16 KB Q buffers per consumer more. (No table ships Q_AHEAD: one compile, without a window; the windowed one was
+    dropped to save CI time.)"""
     with pytest.raises(ValueError, match="PERSISTENT"):
         hopper.rung_config(4, 128, {"Q_AHEAD": 1})
     with pytest.raises(ValueError, match="Q_REGS"):
         hopper.rung_config(4, 128, {"Q_AHEAD": 1, "Q_REGS": 1, "PERSISTENT": 1})
     config = dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1, PRODUCER_REGS=32, SPLIT_EMPTY=1)
     without = hopper.compile_rung(4, 128, torch.bfloat16, True, config=config).metadata.shared
-    for window in (False, True):
-        usage = hopper.resource_usage(hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(config, Q_AHEAD=1),
-                                                          window=window))
-        assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, (window, usage)
-        assert usage["shared"] - without >= 2 * 16 * 1024 and usage["shared"] <= H100_SHARED, usage
+    usage = hopper.resource_usage(hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(config, Q_AHEAD=1)))
+    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
+    assert usage["shared"] - without >= 2 * 16 * 1024 and usage["shared"] <= H100_SHARED, usage
 
 
 def test_persistent_work_items_cover_every_tile_once_longest_first(hopper):

@@ -14,12 +14,10 @@ interleaved rounds (order rotated each round; CUDA-graph replays), the median ke
 """
 
 import csv
-import statistics
 import sys
 from pathlib import Path
 
 import torch
-from torch.nn.attention import SDPBackend
 
 import decode_explore as ex                         # plan_fn, environment
 from decode_strided import CHUNKED, STRIDED
@@ -54,15 +52,7 @@ def main(out, rounds=3):
             x = sets[0]
             splits = ex.decoding.choose_num_splits(x.q, x.k_cache, x.block_table)
             fns = {name: ex.plan_fn(module, x, cfg, None) for name, module, cfg in variants}
-            fresh = bd.make_inputs(shape, torch.Generator(runtime.DEVICE).manual_seed(1))
-            errors = bd.ragged_error(fresh, torch.Generator(runtime.DEVICE).manual_seed(2), fns)
-            del fresh
-            timed = dict(fns)
-            if gpu:
-                timed["cudnn"] = bd.build_sdpa(SDPBackend.CUDNN_ATTENTION)(shape, sets)
-            names = list(timed)
-            times = dict(zip(names, ex.rounds_us([(timed[n], sets) for n in names], rounds if gpu else 1)))
-            med = {n: statistics.median(t) for n, t in times.items()}
+            errors, times, med = ex.checked_medians(shape, sets, fns, rounds)
             line = f"B={B} N={N} splits={splits}:"
             for name, module, cfg in variants + ([("cudnn", None, None)] if gpu else []):
                 err = errors.get(name)
@@ -77,7 +67,7 @@ def main(out, rounds=3):
                 line += f" | {name} {med[name]:.2f}" + ("" if err is None or err <= 1e-2 else " FAIL")
             f.flush()
             print(line, flush=True)
-            del sets, x, fns, timed
+            del sets, x, fns
             if gpu:
                 torch.cuda.empty_cache()
 

@@ -12,6 +12,7 @@ starting new shapes after SECONDS.
 """
 
 import csv
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -65,6 +66,23 @@ def rounds_us(calls, rounds):
     if failed:
         raise RuntimeError(failed[0])
     return results
+
+
+def checked_medians(shape, sets, fns, rounds, skip_failed=False):
+    """(errors, times, medians) of `fns` ({name: fn(inputs) -> o}) at `shape`: each one's error against the fp64
+    reference with ragged lengths and NaN past them, on fresh inputs (fa2.bench_decode.ragged_error); then every fn
+    (skip_failed: those within 1e-2) and, on the GPU with a contiguous cache, SDPA's cuDNN backend as "cudnn", timed
+    in `rounds` interleaved rounds (one on the CPU): each one's list of µs and its median, by name."""
+    gpu = runtime.DEVICE == "cuda"
+    fresh = bd.make_inputs(shape, torch.Generator(runtime.DEVICE).manual_seed(1))
+    errors = bd.ragged_error(fresh, torch.Generator(runtime.DEVICE).manual_seed(2), fns)
+    del fresh
+    timed = {name: fn for name, fn in fns.items() if not skip_failed or errors[name] <= 1e-2}
+    if gpu and shape.page_size == 0:
+        timed["cudnn"] = bd.build_sdpa(SDPBackend.CUDNN_ATTENTION)(shape, sets)
+    names = list(timed)
+    times = dict(zip(names, rounds_us([(timed[n], sets) for n in names], rounds if gpu else 1)))
+    return errors, times, {name: statistics.median(t) for name, t in times.items()}
 
 
 def plan_fn(module, x, cfg, splits):

@@ -12,12 +12,10 @@ reference with ragged lengths and NaN past them (fa2.bench_decode.ragged_error).
 """
 
 import csv
-import statistics
 import sys
 from pathlib import Path
 
 import torch
-from torch.nn.attention import SDPBackend
 
 import decode_explore as ex                         # plan_fn, environment, rounds_us
 from fa2 import bench_decode as bd
@@ -53,15 +51,8 @@ def main(out, rounds=5):
                 splits = min(ex.decoding.MAX_SPLITS, max(1, round(shipped * times)))
                 variants[name] = (dict(block_n=bn, num_warps=w, num_stages=(s if gpu else 1) + extra), splits)
             fns = {name: ex.plan_fn(flash_decoding, x, cfg, splits) for name, (cfg, splits) in variants.items()}
-            fresh = bd.make_inputs(shape, torch.Generator(runtime.DEVICE).manual_seed(1))
-            errors = bd.ragged_error(fresh, torch.Generator(runtime.DEVICE).manual_seed(2), fns)
-            del fresh
-            timed = dict(fns)
-            if gpu and not page:
-                timed["cudnn"] = bd.build_sdpa(SDPBackend.CUDNN_ATTENTION)(shape, sets)
-            names = list(timed)
-            times = dict(zip(names, ex.rounds_us([(timed[n], sets) for n in names], rounds if gpu else 1)))
-            med = {n: statistics.median(t) for n, t in times.items()}
+            errors, times, med = ex.checked_medians(shape, sets, fns, rounds)
+            names = list(times)
             line = f"{shape.name()} splits={shipped}:"
             for name in names:
                 cfg, splits = variants.get(name, (None, None))
@@ -78,7 +69,7 @@ def main(out, rounds=5):
                 line += f" | {name} {med[name]:.2f}" + ("" if err is None or err <= 1e-2 else " FAIL")
             f.flush()
             print(line, flush=True)
-            del sets, x, fns, timed
+            del sets, x, fns
             if gpu:
                 torch.cuda.empty_cache()
 

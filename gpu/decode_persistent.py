@@ -16,12 +16,10 @@ lengths and NaN past them (fa2.bench_decode.ragged_error) before it is timed.
 
 import csv
 import inspect
-import statistics
 import sys
 from pathlib import Path
 
 import torch
-from torch.nn.attention import SDPBackend
 
 import decode_explore as ex                         # plan_fn, environment, rounds_us
 from fa2 import bench_decode as bd
@@ -61,7 +59,7 @@ PERSISTENT = mutant(flash_decoding, _persistent_source())
 def persistent_fn(x, programs, splits, cfg, interleave):
     """o of a persistent launch: chapter 9's host launch (decode_launch) with the mutant kernel, `programs`
     programs, the item count appended; the combine as shipped."""
-    q, k, v = x.q, x.k_cache, x.v_cache
+    q, k = x.q, x.k_cache
     B, H_Q, N_Q, D = q.shape
     assert decoding_m_tiles(q, k, cfg["block_n"]) == 1
     lse = torch.empty(B, H_Q, N_Q, device=q.device, dtype=torch.float32)
@@ -129,16 +127,8 @@ def main(out, rounds=5):
             for name, programs, splits, cfg, interleave in variants(B, shape.Hkv, gpu):
                 fns[name] = persistent_fn(x, programs, splits, cfg, interleave)
                 meta[name] = dict(programs=programs, num_splits=splits, interleaved=interleave, **cfg)
-            fresh = bd.make_inputs(shape, torch.Generator(runtime.DEVICE).manual_seed(1))
-            errors = bd.ragged_error(fresh, torch.Generator(runtime.DEVICE).manual_seed(2), fns)
-            del fresh
-            timed = {n: fn for n, fn in fns.items() if errors[n] <= 1e-2}
-            if gpu:
-                timed["cudnn"] = bd.build_sdpa(SDPBackend.CUDNN_ATTENTION)(shape, sets)
-            names = list(timed)
-            times = dict(zip(names, ex.rounds_us([(timed[n], sets) for n in names], rounds if gpu else 1)))
-            med = {n: statistics.median(t) for n, t in times.items()}
-            for name in fns.keys() | timed.keys():
+            errors, times, med = ex.checked_medians(shape, sets, fns, rounds, skip_failed=True)
+            for name in fns.keys() | times.keys():
                 err = errors.get(name)
                 writer.writerow(dict(
                     B=B, N=N, variant=name, **meta.get(name, {}),
@@ -153,7 +143,7 @@ def main(out, rounds=5):
             print(f"B={B} N={N}: " + " | ".join(f"{n} {t:.2f}" for t, n in best)
                   + f" | shipped {med['shipped']:.2f}" + (f" cudnn {med['cudnn']:.2f}" if "cudnn" in med else "")
                   + "".join(f" FAIL {n}" for n, e in errors.items() if e > 1e-2), flush=True)
-            del sets, x, fns, timed
+            del sets, x, fns
             if gpu:
                 torch.cuda.empty_cache()
 

@@ -1,7 +1,6 @@
 """Why the decode bench's full-length check failed at 32k-128k keys for every provider alike: the fp64
 reference on the GPU against the same reference on the CPU, and NaN counts in the caches, at the failing
 shapes of book/results/decode.csv. Writes OUT/decode_ref_debug.txt."""
-import math
 import sys
 
 import torch

@@ -10,7 +10,6 @@ variant's output is compared with the shipped launch's (rel_err <= 1e-2, else "f
 
 import csv
 import sys
-import time
 from pathlib import Path
 
 import torch

@@ -15,13 +15,11 @@ each finalist checked against the fp64 reference with ragged lengths and NaN pas
 """
 
 import csv
-import statistics
 import sys
 import time
 from pathlib import Path
 
 import torch
-from torch.nn.attention import SDPBackend
 
 import decode_explore as ex                         # plan_fn, environment, rounds_us
 from fa2 import bench_decode as bd
@@ -90,15 +88,8 @@ def main(out, rounds=5, seconds=420.0):
             for _, name, cfg, splits in ok[:3]:
                 finalists[name] = (cfg, splits)
             fns = {name: ex.plan_fn(flash_decoding, x, cfg, splits) for name, (cfg, splits) in finalists.items()}
-            fresh = bd.make_inputs(shape, torch.Generator(runtime.DEVICE).manual_seed(1))
-            errors = bd.ragged_error(fresh, torch.Generator(runtime.DEVICE).manual_seed(2), fns)
-            del fresh
-            timed = dict(fns)
-            if gpu:
-                timed["cudnn"] = bd.build_sdpa(SDPBackend.CUDNN_ATTENTION)(shape, sets)
-            names = list(timed)
-            times = dict(zip(names, ex.rounds_us([(timed[n], sets) for n in names], rounds if gpu else 1)))
-            med = {n: statistics.median(t) for n, t in times.items()}
+            errors, times, med = ex.checked_medians(shape, sets, fns, rounds)
+            names = list(times)
             line = f"B={B} N={N} shipped splits={shipped_splits}:"
             for name in names:
                 cfg, splits = finalists.get(name, (None, None))
@@ -114,7 +105,7 @@ def main(out, rounds=5, seconds=420.0):
                 line += f" | {name} {med[name]:.2f}" + ("" if err is None or err <= 1e-2 else " FAIL")
             f.flush()
             print(line + f"  [{time.perf_counter() - start:4.0f} s]", flush=True)
-            del sets, x, fns, timed, expected
+            del sets, x, fns, expected
             if gpu:
                 torch.cuda.empty_cache()
 

@@ -222,7 +222,8 @@ def _shipped_configs():
     table = json.loads((Path(fa2.gluon.__file__).parents[1] / "configs" / "NVIDIA_H200.gluon.json").read_text())
     uses = [(dict(c), int(k.split("/")[1][1:]), k.split("/")[2], k.split("/")[3] == "causal", False)
             for k, c in table["configs"].items()]
-    uses += [(dict(w["config"], rung=w["rung"]), w["D"], w["dtype"], True, True) for w in table["windows"] if w["rung"]]
+    uses += [(dict(w["config"], rung=w["rung"]), w["D"], w["dtype"], True, True)
+             for w in table["windows"] if w["rung"]]
     first = {}
     for config, D, dtype, causal, window in sorted(uses, key=lambda u: (u[1] != 128, u[2] != "bf16")):
         key = json.dumps(config, sort_keys=True)
@@ -243,9 +244,10 @@ KNOWN_SPILL = {(1, (("BLOCK_M", 128), ("BLOCK_N", 64), ("NUM_BUFFERS", 2), ("num
                               + "-".join(f"{k}{v}" for k, v in cfg.items()) for r, cfg, d, t, c, w in SHIPPED])
 def test_every_shipped_config_compiles_without_spills(hopper, rung, config, D, dtype, causal, window):
     """What the table runs is what compiles here: each distinct config of the committed H200 table (at a shape it
-    runs) compiles for sm_90 without spilling (but KNOWN_SPILL's), within a block's shared memory, and no instruction names a register
-    past its partition's setmaxnreg (rung 4) or 255. The GPU checks them for correctness (gpu/gluon_check.py);
-    this catches a CPU-side change that breaks one of them before any GPU sees it."""
+    runs) compiles for sm_90 without spilling (but KNOWN_SPILL's), within a block's shared memory, and no
+    instruction names a register past its partition's setmaxnreg (rung 4) or 255. The GPU checks them for
+    correctness (gpu/gluon_check.py); this catches a CPU-side change that breaks one of them before any GPU
+    sees it."""
     torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
     kernel = hopper.compile_rung(rung, D, torch_dtype, causal, config=config, window=window)
     usage = hopper.resource_usage(kernel)

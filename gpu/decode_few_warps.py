@@ -1,6 +1,6 @@
 """Programs of one or two warps where fa2.decode takes many splits, over the whole B = 1 row of the family (an H200).
 
-    python gpu/decode_few_warps.py OUT [ROUNDS]     # OUT/decode_few_warps.csv, a row per (shape, variant)
+    python gpu/decode_few_warps.py OUT [ROUNDS [B]]     # OUT/decode_few_warps.csv, a row per (shape, variant)
 
 gpu/decode_warps.py (book/results/decode_warps.csv) found 32-key tiles in programs of two warps (4 stages) 2.3 %
 faster than the shipped 64/4/3 launch at B = 1 with 128k keys (29 splits), and one warp (3 stages, 1.5x the
@@ -30,7 +30,7 @@ COLUMNS = ["B", "N", "layout", "variant", "block_n", "num_warps", "num_stages", 
            "vs_shipped", "vs_cudnn", "rel_err_ragged", "check", "device", "torch", "triton", "command"]
 
 
-def main(out, rounds=5):
+def main(out, rounds=5, batch=None):
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     gpu = runtime.DEVICE == "cuda"
@@ -40,6 +40,8 @@ def main(out, rounds=5):
         writer.writeheader()
         context = ex.environment()
         for B, N, page in (SHAPES if gpu else SMOKE):
+            if batch is not None and B != batch:            # B: only that batch size's rows
+                continue
             shape = bd.DecodeShape(B, N, page, **kw)
             sets = bd.input_sets(shape, torch.Generator(runtime.DEVICE).manual_seed(0))
             x = sets[0]
@@ -75,4 +77,4 @@ def main(out, rounds=5):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], *(int(a) for a in sys.argv[2:3]))
+    main(sys.argv[1], *(int(a) for a in sys.argv[2:4]))

@@ -58,8 +58,8 @@ from fa2 import runtime
 from fa2.bench import error_text, flash_attn_version, interleaved_rounds, truncated
 from fa2.chapters.decode_reference import decode_reference, poison_past, random_cache
 from fa2.chapters.flash_decoding import cache_geometry, decode_tiles, num_splits_heuristic
-from fa2.decoding import MAX_SPLITS, DecodePlan, choose_num_splits, sm_count
-from fa2.decoding import _config as decode_config
+from fa2.decoding import MAX_SPLITS, DecodePlan, sm_count
+from fa2.decoding import _config as decode_config, plan_config
 from fa2.testing import rel_err, rotation_size, time_ms
 
 COLUMNS = ["sweep", "provider", "label", "layout", "B", "Hq", "Hkv", "N_Q", "N", "D", "dtype", "block_n",
@@ -316,8 +316,8 @@ def synchronize():
 
 def launch_columns(provider, x):
     """block_n, num_warps, num_stages, num_splits of an fa2 row (what fa2.decode or the tuning row uses)."""
-    cfg = dict(decode_config(x.q, x.block_table is not None), **(provider.config or {}))
-    splits = provider.num_splits or choose_num_splits(x.q, x.k_cache, x.block_table, cfg["block_n"])
+    cfg, splits = plan_config(x.q, x.k_cache, x.block_table, provider.num_splits, provider.config,
+                              x.cache_seqlens is not None)
     return {"block_n": cfg["block_n"], "num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"],
             "num_splits": splits}
 

@@ -60,6 +60,18 @@ FUSED_COMBINE = False
 PDL = "auto"
 PDL_MIN_SPLITS = 8
 PDL_CHOICES = (True, False, "auto")
+# Programs of two warps over 32-key tiles (four stages) where a contiguous cache is split FEW_WARPS_MIN_SPLITS
+# ways or more (few batch rows and KV heads) and holds FEW_WARPS_MIN_KEYS keys or more: with one warp fewer per
+# row pair, each tile's row max and sum cross fewer warps through shared memory. Measured on an H200 at B = 1,
+# 32 query heads over 8 KV heads, D = 128, one query, in two runs of five interleaved rounds
+# (book/results/decode_warps.md): 2.3-7.1 % faster than GPU_CONFIG at 4k-128k keys (at 128k past cuDNN in both
+# runs), 8 % slower at 1k, 4-9 % slower on paged caches from 32k keys, and 2.5-6.1 % slower in calls without
+# cache_seqlens (full rows: another compiled kernel; book/results/decode_few_warps_full.csv). So: sm_90,
+# contiguous caches, calls with cache_seqlens, D = 128 and one tile of packed query rows (16 rows at most) only,
+# where it was measured; the split count stays the one chosen for GPU_CONFIG's tiles.
+FEW_WARPS_CONFIG = dict(block_n=32, num_warps=2, num_stages=4)
+FEW_WARPS_MIN_SPLITS = 16
+FEW_WARPS_MIN_KEYS = 4096
 # The interpreter: small tiles, and a pretend GPU of 4 SMs so that small CPU shapes split too.
 CPU_CONFIG = dict(block_n=16, num_warps=4, num_stages=1)
 CPU_SM_COUNT = 4
@@ -159,6 +171,44 @@ def _config(q, paged=False):
     return cfg
 
 
+def few_warps(capability, paged, head_dim, packed_rows, capacity, num_splits, has_seqlens=True):
+    """Does FEW_WARPS_CONFIG replace GPU_CONFIG for this launch? (See FEW_WARPS_CONFIG: where it was measured.)
+    capability: the GPU's (major, minor), None under the interpreter; has_seqlens: the call passes
+    cache_seqlens (without them, full rows, the kernel compiled for them was slower with it)."""
+    return (capability is not None and tuple(capability) == (9, 0) and not paged and has_seqlens
+            and head_dim == 128 and packed_rows <= 16 and capacity >= FEW_WARPS_MIN_KEYS
+            and num_splits >= FEW_WARPS_MIN_SPLITS)
+
+
+def _capability(device):
+    """A CUDA device's compute capability; None for the interpreter's CPU tensors."""
+    return validate.capability(device.index) if device.type == "cuda" else None
+
+
+def _launch_config(q, k_cache, block_table, num_splits=None, has_seqlens=True):
+    """(launch options, split count) of fa2.decode's default launch: `_config`'s, or FEW_WARPS_CONFIG where
+    `few_warps` says so (the split count then still the one chosen for `_config`'s tiles)."""
+    cfg = _config(q, block_table is not None)
+    splits = num_splits or choose_num_splits(q, k_cache, block_table, cfg["block_n"])
+    h_kv, _, capacity = cache_geometry(k_cache, block_table)
+    rows = (q.shape[1] // h_kv) * q.shape[2]
+    if few_warps(_capability(q.device), block_table is not None, q.shape[-1], rows, capacity, splits, has_seqlens):
+        cfg = dict(FEW_WARPS_CONFIG)
+    return cfg, splits
+
+
+def plan_config(q, k_cache, block_table, num_splits=None, config=None, has_seqlens=True):
+    """(launch options, split count) of a DecodePlan: `config`'s tiles (block_n, num_warps, num_stages) on
+    `_config`'s, or without any of them `_launch_config`'s, with config's other keys (fused_combine, pdl) added.
+    has_seqlens: the plan's calls pass cache_seqlens."""
+    config = dict(config or {})
+    if config.keys() & {"block_n", "num_warps", "num_stages"}:          # given tiles
+        cfg = dict(_config(q, block_table is not None), **config)
+        return cfg, num_splits or choose_num_splits(q, k_cache, block_table, cfg["block_n"])
+    cfg, num_splits = _launch_config(q, k_cache, block_table, num_splits, has_seqlens)  # fa2.decode's own
+    return dict(cfg, **config), num_splits
+
+
 @functools.lru_cache(maxsize=4096)
 def _num_splits(programs, n_tiles, slots):
     return num_splits_heuristic(programs, n_tiles, slots, MAX_SPLITS)
@@ -186,7 +236,8 @@ class DecodePlan:
     """One input signature's decode: split count, grid, strides and scalars fixed; each call allocates the
     outputs and the workspace and launches the split-KV kernel (and the combine when there are splits).
 
-    config: launch options over `_config`'s (block_n, num_warps, num_stages), "fused_combine" (default
+    config: launch options over `_config`'s (block_n, num_warps, num_stages; without any of them the plan takes
+    `_launch_config`'s, FEW_WARPS_CONFIG where it applies), "fused_combine" (default
     FUSED_COMBINE): with splits, the split-KV kernel combines too (one launch), and "pdl" (default PDL; True,
     False or "auto": with at least PDL_MIN_SPLITS splits): launch with Programmatic Dependent Launch where
     `pdl_supported` (ignored elsewhere; `self.pdl` says which). The fused combine's arrival
@@ -195,13 +246,13 @@ class DecodePlan:
 
     def __init__(self, q, k_cache, v_cache, cache_seqlens, block_table, scale, num_splits, window_left, softcap,
                  config=None):
-        cfg = dict(_config(q, block_table is not None), **(config or {}))
+        cfg, num_splits = plan_config(q, k_cache, block_table, num_splits, config, cache_seqlens is not None)
         fused = bool(cfg.pop("fused_combine", FUSED_COMBINE))
         pdl = cfg.pop("pdl", PDL)
         if pdl not in PDL_CHOICES:
             raise ValueError(f"fa2.decode: config pdl must be True, False or 'auto'; got {pdl!r}")
         B, H_Q, N_Q, D = q.shape
-        self.num_splits = num_splits or choose_num_splits(q, k_cache, block_table, cfg["block_n"])
+        self.num_splits = num_splits
         if pdl == "auto":
             pdl = self.num_splits >= PDL_MIN_SPLITS
         self.pdl = pdl and pdl_supported(q.device)

@@ -681,3 +681,76 @@ def test_pdl_back_to_back_calls_agree(B, page_size):
             assert_fused_matches_two_launches(out, expected[i % 4])
         assert plan.counters is None or not plan.counters.any()
         assert_matches_reference(*outs[-1], qs[3], k, v, lengths, table)     # call 299 used qs[3]
+
+
+def test_few_warps_rule_only_where_it_was_measured():
+    """FEW_WARPS_CONFIG replaces GPU_CONFIG on an sm_90 GPU for calls with cache_seqlens on contiguous caches of D
+    128 with one tile of packed rows, FEW_WARPS_MIN_KEYS of capacity and FEW_WARPS_MIN_SPLITS splits; change any
+    one of them and it does not."""
+    base = dict(capability=(9, 0), paged=False, head_dim=128, packed_rows=4, capacity=decoding.FEW_WARPS_MIN_KEYS,
+                num_splits=decoding.FEW_WARPS_MIN_SPLITS)
+    assert decoding.few_warps(**base)
+    for change in (dict(capability=None), dict(capability=(8, 0)), dict(capability=(10, 0)), dict(paged=True),
+                   dict(has_seqlens=False),
+                   dict(head_dim=64), dict(head_dim=256), dict(packed_rows=17),
+                   dict(capacity=decoding.FEW_WARPS_MIN_KEYS - 1), dict(num_splits=decoding.FEW_WARPS_MIN_SPLITS - 1)):
+        assert not decoding.few_warps(**dict(base, **change)), change
+
+
+def test_plan_takes_few_warps_where_the_rule_says_and_matches_fp64(monkeypatch):
+    """On a pretend sm_90 GPU (GPU_CONFIG's tiles, 132 SMs) a contiguous 4k-key cache of one row and KV head with D
+    128 gets FEW_WARPS_CONFIG at the split count chosen for GPU_CONFIG's 64-key tiles, a paged one GPU_CONFIG; both
+    plans run (the interpreter runs 32-key tiles) and match fp64 with ragged lengths and NaN past them. A config
+    with tiles of its own is taken as given; one with only the combine or PDL keys keeps the rule's tiles; a plan
+    for calls without cache_seqlens keeps GPU_CONFIG."""
+    monkeypatch.setattr(decoding, "_capability", lambda device: (9, 0))
+    monkeypatch.setattr(decoding, "_config", lambda q, paged=False: dict(decoding.GPU_CONFIG))
+    monkeypatch.setattr(decoding, "sm_count", lambda device: 132)
+    N = decoding.FEW_WARPS_MIN_KEYS
+    lengths = seqlens(N - 5)
+    q, k, v, _ = inputs(1, 4, 1, 1, 128, N, lengths, torch.bfloat16)
+    cfg, splits = decoding._launch_config(q, k, None)
+    assert cfg == decoding.FEW_WARPS_CONFIG and splits == choose_num_splits(q, k, None, 64)
+    assert splits >= decoding.FEW_WARPS_MIN_SPLITS
+    qp, kp, vp, table = inputs(1, 4, 1, 1, 128, N, lengths, torch.bfloat16, page_size=256)
+    assert decoding._launch_config(qp, kp, table)[0] == decoding.GPU_CONFIG
+    given = dict(block_n=64, num_warps=4, num_stages=3)
+    plan = DecodePlan(q, k, v, lengths, None, 128 ** -0.5, None, -1, 0.0)
+    assert plan.num_splits == splits and plan.split_kv.options["num_warps"] == 2
+    assert DecodePlan(q, k, v, lengths, None, 128 ** -0.5, None, -1, 0.0,
+                      config=given).split_kv.options["num_warps"] == 4
+    assert DecodePlan(q, k, v, lengths, None, 128 ** -0.5, None, -1, 0.0,
+                      config=dict(pdl=False)).split_kv.options["num_warps"] == 2
+    full = DecodePlan(q, k, v, None, None, 128 ** -0.5, None, -1, 0.0)     # no lengths: full rows
+    assert full.split_kv.options["num_warps"] == 4 and full.num_splits == splits
+    for args in ((q, k, v, lengths, None), (qp, kp, vp, lengths, table)):
+        o, lse = DecodePlan(*args, 128 ** -0.5, None, -1, 0.0)(*args)
+        assert_matches_reference(o, lse, *args)
+
+
+@requires_gpu
+@pytest.mark.parametrize("Nq", [1, 4])
+def test_few_warps_launch_on_gpu_matches_fp64_and_replays(Nq, monkeypatch):
+    """B = 1, 32 query heads over 8 KV heads, D 128, a contiguous 8k-key cache: on an sm_90 GPU fa2.decode runs
+    FEW_WARPS_CONFIG (two warps), elsewhere GPU_CONFIG; it matches fp64 with NaN past the length, and a captured
+    CUDA graph over a full cache follows growing lengths and a new q."""
+    monkeypatch.setattr(decoding, "_PLANS", {})
+    lengths = seqlens(5000)
+    q, k, v, _ = inputs(1, 32, 8, Nq, 128, 8192, lengths, torch.bfloat16)      # NaN past 5000
+    plan = decoding._plan(q, k, v, lengths, None, None, None, None, None)
+    assert plan.split_kv.options["num_warps"] == (2 if decoding._capability(q.device) == (9, 0) else 4)
+    o, lse = fa2.decode(q, k, v, lengths, return_lse=True)
+    assert_matches_reference(o, lse, q, k, v, lengths, None)
+    q, k, v, _ = inputs(1, 32, 8, Nq, 128, 8192, seqlens(8192), torch.bfloat16, seed=1)   # no poison
+    step = lambda: fa2.decode(q, k, v, lengths, return_lse=True)
+    step()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = step()
+    for grown in (Nq, 6001, 8192):
+        lengths.copy_(seqlens(grown))
+        q.copy_(torch.randn_like(q))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_matches_reference(*out, q, k, v, lengths, None)

@@ -65,8 +65,9 @@ PDL_CHOICES = (True, False, "auto")
 # four, each tile's row max and sum cross fewer warps through shared memory (the likely reason; not profiled).
 # Measured on an H200 at B = 1, 32 query heads over 8 KV heads, D = 128, one query, no window or softcap, in three
 # runs of five interleaved rounds (book/results/decode_warps.md): 2.3-7.1 % faster than GPU_CONFIG at 4k-128k keys
-# (at 128k past cuDNN in two runs that timed it), 8 % slower at 1k, 4-9 % slower on paged caches from 32k keys, and 2.5-6.1 % slower in calls without
-# cache_seqlens (full rows: another compiled kernel; book/results/decode_few_warps_full.csv). So: sm_90,
+# (at 128k past cuDNN in the two runs that timed it), 8 % slower at 1k, 4-9 % slower on paged caches from 32k
+# keys, and 2.5-6.1 % slower in calls without cache_seqlens (full rows: another compiled kernel;
+# book/results/decode_few_warps_full.csv). So: sm_90,
 # contiguous caches, calls with cache_seqlens, D = 128 and one tile of packed query rows (16 rows at most) only,
 # where it was measured; the split count stays the one chosen for GPU_CONFIG's tiles.
 FEW_WARPS_CONFIG = dict(block_n=32, num_warps=2, num_stages=4)

@@ -214,20 +214,19 @@ def test_constexprs_are_in_the_kernels_order(hopper):
 
 
 def _shipped_configs():
-    """Every distinct (rung, config) the committed H200 table runs, with the first (D, dtype, causal, window) it
-    runs at (D 128 bf16 first): 11 kernels."""
+    """Every distinct (rung, config) the shipped H200 table runs (fa2.gluon.dispatch's families and windows), with
+    the first (D, dtype, causal, window) it runs at (D 128 bf16 first): 11 kernels."""
     import json
-    from pathlib import Path
 
-    table = json.loads((Path(fa2.gluon.__file__).parents[1] / "configs" / "NVIDIA_H200.gluon.json").read_text())
-    uses = [(dict(c), int(k.split("/")[1][1:]), k.split("/")[2], k.split("/")[3] == "causal", False)
-            for k, c in table["configs"].items()]
-    uses += [(dict(w["config"], rung=w["rung"]), w["D"], w["dtype"], True, True)
-             for w in table["windows"] if w["rung"]]
+    from fa2.gluon import dispatch
+
+    uses = [(dict(f["config"]), f["rung"], f["D"], f["dtype"], f["causal"], False)
+            for f in dispatch.shipped_families("NVIDIA H200") if f["rung"] is not None]
+    uses += [(dict(w["config"]), w["rung"], w["D"], w["dtype"], True, True)
+             for w in dispatch.shipped_windows("NVIDIA H200") if w["rung"] is not None]
     first = {}
-    for config, D, dtype, causal, window in sorted(uses, key=lambda u: (u[1] != 128, u[2] != "bf16")):
-        key = json.dumps(config, sort_keys=True)
-        first.setdefault(key, (config.pop("rung"), config, D, dtype, causal, window))
+    for config, rung, D, dtype, causal, window in sorted(uses, key=lambda u: (u[2] != 128, u[3] != "bf16")):
+        first.setdefault(json.dumps(dict(config, rung=rung), sort_keys=True), (rung, config, D, dtype, causal, window))
     return list(first.values())
 
 

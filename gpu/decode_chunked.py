@@ -55,16 +55,11 @@ def main(out, rounds=3):
             errors, times, med = ex.checked_medians(shape, sets, fns, rounds)
             line = f"B={B} N={N} splits={splits}:"
             for name, module, cfg in variants + ([("cudnn", None, None)] if gpu else []):
-                err = errors.get(name)
                 writer.writerow(dict(
                     B=B, N=N, variant=name, num_splits=splits if name != "cudnn" else "",
                     block_n=(cfg or {}).get("block_n", ""), num_stages=(cfg or {}).get("num_stages", ""),
-                    gpu_us=f"{med[name]:.4g}", round_us=" ".join(f"{t:.4g}" for t in times[name]),
-                    vs_interleaved=f"{med[name] / med['interleaved']:.4f}",
-                    vs_cudnn=f"{med[name] / med['cudnn']:.4f}" if gpu else "",
-                    rel_err_ragged="" if err is None else f"{err:.1e}",
-                    check="" if err is None else ("ok" if err <= 1e-2 else "fail"), **context))
-                line += f" | {name} {med[name]:.2f}" + ("" if err is None or err <= 1e-2 else " FAIL")
+                    **ex.timed_columns(name, errors, times, med, "interleaved"), **context))
+                line += ex.summary(name, errors, med)
             f.flush()
             print(line, flush=True)
             del sets, x, fns

@@ -85,6 +85,24 @@ def checked_medians(shape, sets, fns, rounds, skip_failed=False):
     return errors, times, {name: statistics.median(t) for name, t in times.items()}
 
 
+def timed_columns(name, errors, times, med, baseline, err_column="rel_err_ragged"):
+    """The result columns of `name`'s row after checked_medians: gpu_us, round_us, vs_<baseline> and vs_cudnn (its
+    median over theirs), its ragged error under `err_column` and check; blank where it has none (not timed, no
+    cuDNN, not checked)."""
+    err, us = errors.get(name), med.get(name)
+    ratio = lambda other: f"{us / med[other]:.4f}" if us is not None and other in med else ""
+    return {"gpu_us": "" if us is None else f"{us:.4g}", "round_us": " ".join(f"{t:.4g}" for t in times.get(name, [])),
+            f"vs_{baseline}": ratio(baseline), "vs_cudnn": ratio("cudnn"),
+            err_column: "" if err is None else f"{err:.1e}",
+            "check": "" if err is None else ("ok" if err <= 1e-2 else "fail")}
+
+
+def summary(name, errors, med):
+    """' | name µs' (FAIL when its ragged check failed) for a probe's progress line."""
+    err = errors.get(name)
+    return f" | {name} {med[name]:.2f}" + ("" if err is None or err <= 1e-2 else " FAIL")
+
+
 def plan_fn(module, x, cfg, splits):
     """fa2.decode's DecodePlan for x with launch config cfg and `splits`, launching `module`'s kernels (chapter 9's
     module or a mutant of it): a function of an input set, returning o."""

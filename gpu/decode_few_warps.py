@@ -58,17 +58,12 @@ def main(out, rounds=5, batch=None):
             line = f"{shape.name()} splits={shipped}:"
             for name in names:
                 cfg, splits = variants.get(name, (None, None))
-                err = errors.get(name)
                 writer.writerow(dict(
                     B=B, N=N, layout=shape.layout, variant=name,
                     num_splits=splits or (shipped if name in fns else ""),
                     **{k: (cfg or {}).get(k, "") for k in ("block_n", "num_warps", "num_stages")},
-                    gpu_us=f"{med[name]:.4g}", round_us=" ".join(f"{t:.4g}" for t in times[name]),
-                    vs_shipped=f"{med[name] / med['shipped']:.4f}",
-                    vs_cudnn=f"{med[name] / med['cudnn']:.4f}" if "cudnn" in med else "",
-                    rel_err_ragged="" if err is None else f"{err:.1e}",
-                    check="" if err is None else ("ok" if err <= 1e-2 else "fail"), **context))
-                line += f" | {name} {med[name]:.2f}" + ("" if err is None or err <= 1e-2 else " FAIL")
+                    **ex.timed_columns(name, errors, times, med, "shipped"), **context))
+                line += ex.summary(name, errors, med)
             f.flush()
             print(line, flush=True)
             del sets, x, fns

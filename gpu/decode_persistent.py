@@ -129,15 +129,8 @@ def main(out, rounds=5):
                 meta[name] = dict(programs=programs, num_splits=splits, interleaved=interleave, **cfg)
             errors, times, med = ex.checked_medians(shape, sets, fns, rounds, skip_failed=True)
             for name in fns.keys() | times.keys():
-                err = errors.get(name)
-                writer.writerow(dict(
-                    B=B, N=N, variant=name, **meta.get(name, {}),
-                    gpu_us=f"{med[name]:.4g}" if name in med else "",
-                    round_us=" ".join(f"{t:.4g}" for t in times.get(name, [])),
-                    vs_shipped=f"{med[name] / med['shipped']:.4f}" if name in med else "",
-                    vs_cudnn=f"{med[name] / med['cudnn']:.4f}" if name in med and "cudnn" in med else "",
-                    rel_err_ragged="" if err is None else f"{err:.1e}",
-                    check="" if err is None else ("ok" if err <= 1e-2 else "fail"), **context))
+                writer.writerow(dict(B=B, N=N, variant=name, **meta.get(name, {}),
+                                     **ex.timed_columns(name, errors, times, med, "shipped"), **context))
             f.flush()
             best = sorted((t, n) for n, t in med.items())[:4]
             print(f"B={B} N={N}: " + " | ".join(f"{n} {t:.2f}" for t, n in best)

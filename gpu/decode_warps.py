@@ -93,16 +93,11 @@ def main(out, rounds=5, seconds=420.0):
             line = f"B={B} N={N} shipped splits={shipped_splits}:"
             for name in names:
                 cfg, splits = finalists.get(name, (None, None))
-                err = errors.get(name)
                 writer.writerow(dict(
                     base, phase="final", variant=name, num_splits=splits or (shipped_splits if name in fns else ""),
                     **{k: (cfg or {}).get(k, "") for k in ("block_n", "num_warps", "num_stages")},
-                    gpu_us=f"{med[name]:.4g}", round_us=" ".join(f"{t:.4g}" for t in times[name]),
-                    vs_shipped=f"{med[name] / med['shipped']:.4f}",
-                    vs_cudnn=f"{med[name] / med['cudnn']:.4f}" if gpu else "",
-                    rel_err="" if err is None else f"{err:.1e}",
-                    check="" if err is None else ("ok" if err <= 1e-2 else "fail")))
-                line += f" | {name} {med[name]:.2f}" + ("" if err is None or err <= 1e-2 else " FAIL")
+                    **ex.timed_columns(name, errors, times, med, "shipped", err_column="rel_err")))
+                line += ex.summary(name, errors, med)
             f.flush()
             print(line + f"  [{time.perf_counter() - start:4.0f} s]", flush=True)
             del sets, x, fns, expected

@@ -540,15 +540,16 @@ def graph_inputs(page_size):
     return q, k, v, table, seqlens(1, 700, 2500, 4096)
 
 
-def graph_replays(step, q, lengths):
-    """Capture `step()` in a CUDA graph (after one call outside it: compile and plan), then replay it with longer
-    cache_seqlens and a new q; yields the captured outputs after each replay."""
+def graph_replays(step, q, lengths, grown_lengths=((1, 700, 2500, 4096), (2, 1500, 3001, 4096),
+                                                   (1000, 4000, 4095, 4096))):
+    """Capture `step()` in a CUDA graph (after one call outside it: compile and plan), then replay it with each of
+    `grown_lengths` as cache_seqlens and a new q; yields the captured outputs after each replay."""
     step()
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         out = step()
-    for grown in ((1, 700, 2500, 4096), (2, 1500, 3001, 4096), (1000, 4000, 4095, 4096)):
+    for grown in grown_lengths:
         lengths.copy_(seqlens(*grown))
         q.copy_(torch.randn_like(q))
         graph.replay()
@@ -743,14 +744,5 @@ def test_few_warps_launch_on_gpu_matches_fp64_and_replays(Nq, monkeypatch):
     assert_matches_reference(o, lse, q, k, v, lengths, None)
     q, k, v, _ = inputs(1, 32, 8, Nq, 128, 8192, seqlens(8192), torch.bfloat16, seed=1)   # no poison
     step = lambda: fa2.decode(q, k, v, lengths, return_lse=True)
-    step()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = step()
-    for grown in (Nq, 6001, 8192):
-        lengths.copy_(seqlens(grown))
-        q.copy_(torch.randn_like(q))
-        graph.replay()
-        torch.cuda.synchronize()
-        assert_matches_reference(*out, q, k, v, lengths, None)
+    for o, lse in graph_replays(step, q, lengths, grown_lengths=((Nq,), (6001,), (8192,))):
+        assert_matches_reference(o, lse, q, k, v, lengths, None)

@@ -1804,17 +1804,48 @@ def compile_rung(rung, head_dim=128, dtype=torch.bfloat16, causal=True, config=N
                      window_left="i32", BH="i32", schedule_ptr="*i32", o_ptr="*" + SIG_DTYPE[dtype])
     signature.update({name: "constexpr" for name in constexprs})
     src = GluonASTSource(_attention_fwd_hopper, signature=signature, constexprs=constexprs)
-    return triton.compile(src, target=GPUTarget("cuda", capability, 32), options=_options(cfg))
+    return _compile_keeping_ptxas_log(src, GPUTarget("cuda", capability, 32), _options(cfg))
+
+
+# sha256 of a cubin -> the ``ptxas -v`` log of the compile in this process that assembled it (resource_usage reads
+# it instead of assembling the PTX again; a compile served from Triton's cache runs no ptxas and leaves no log)
+_PTXAS_LOGS = {}
+
+
+def _compile_keeping_ptxas_log(src, target, options):
+    """triton.compile with Triton's ptxas log (its ``-v`` output, which Triton prints when asked) kept in
+    _PTXAS_LOGS. Anything else the compile prints is printed as before."""
+    import contextlib
+    import hashlib
+    import io
+
+    from triton import knobs
+
+    printed = io.StringIO()
+    shown = knobs.nvidia.dump_ptxas_log                  # the caller asked to see the log: it is printed still
+    with knobs.nvidia.scope(), contextlib.redirect_stdout(printed):
+        knobs.nvidia.dump_ptxas_log = True
+        compiled = triton.compile(src, target=target, options=options)
+    text = printed.getvalue()
+    if "ptxas info" in text:
+        _PTXAS_LOGS[hashlib.sha256(compiled.asm["cubin"]).hexdigest()] = text
+        if shown:
+            print(text, end="")
+    elif text:
+        print(text, end="")
+    return compiled
 
 
 def resource_usage(compiled):
     """{'registers', 'spill_stores', 'spill_loads', 'stack', 'shared', 'sass_registers', 'setmaxnreg'} of a
-    compiled kernel, read from its cubin by ptxas's -v log (re-assembling the PTX, ~ seconds) and cuobjdump --
-    this works without a GPU, where the launcher's ``n_regs``/``n_spills`` are not filled in.
+    compiled kernel, read from ptxas's -v log (kept from the compile when compile_rung assembled it in this
+    process, otherwise the PTX is assembled again, ~ seconds) and the cubin's SASS (cuobjdump) -- this works
+    without a GPU, where the launcher's ``n_regs``/``n_spills`` are not filled in.
 
     ``registers`` is ptxas's count at launch (``.maxnreg`` where set); a warp-specialised kernel's partitions
     then move to their ``setmaxnreg`` values (the PTX's, sorted) and their code may use up to those:
     ``sass_registers`` is 1 + the highest register R<n> any instruction names, over all partitions."""
+    import hashlib
     import re
     import subprocess
     import tempfile
@@ -1824,11 +1855,16 @@ def resource_usage(compiled):
     from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
 
     capability = compiled.metadata.target.arch
+    log = _PTXAS_LOGS.get(hashlib.sha256(compiled.asm["cubin"]).hexdigest())
     with tempfile.TemporaryDirectory() as tmp:
         ptx, cubin = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
-        ptx.write_text(compiled.asm["ptx"])
-        log = subprocess.run([get_ptxas(capability).path, "-v", f"--gpu-name={sm_arch_from_capability(capability)}",
-                              str(ptx), "-o", str(cubin)], capture_output=True, text=True, check=True).stderr
+        if log is None:                                  # not assembled in this process: assemble it again
+            ptx.write_text(compiled.asm["ptx"])
+            log = subprocess.run([get_ptxas(capability).path, "-v",
+                                  f"--gpu-name={sm_arch_from_capability(capability)}", str(ptx), "-o", str(cubin)],
+                                 capture_output=True, text=True, check=True).stderr
+        else:
+            cubin.write_bytes(compiled.asm["cubin"])
         sass = subprocess.run([knobs.nvidia.cuobjdump.path, "-sass", str(cubin)], capture_output=True, text=True,
                               check=True).stdout
     number = lambda pattern: int(m.group(1)) if (m := re.search(pattern, log)) else None

@@ -147,3 +147,17 @@ def test_readme_links_the_book_site_and_the_ci_badge():
     readme = (ROOT / "README.md").read_text()
     assert f"https://{owner}.github.io/{name}/" in readme
     assert f"{url}/actions/workflows/ci.yml/badge.svg" in readme
+
+
+def test_every_test_module_says_which_tritons_run_it():
+    """Each tests/test_*.py is in exactly one of conftest's KERNEL_MODULES (CI runs it on every Triton) and
+    PINNED_ONLY (the pinned Triton only), so a new module is not left out of the other Tritons' runs unnoticed;
+    .ci/run passes --kernels-only to those runs."""
+    import conftest
+    modules = {path.stem for path in (ROOT / "tests").glob("test_*.py")}
+    assert not conftest.KERNEL_MODULES & conftest.PINNED_ONLY
+    listed = conftest.KERNEL_MODULES | conftest.PINNED_ONLY
+    assert listed == modules, (modules - listed, listed - modules)
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert ci.count("python3 dev.py test tests --kernels-only") == 2, "the oldest and newest Triton runs"
+

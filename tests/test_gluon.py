@@ -25,7 +25,15 @@ RUNGS = (1, 2, 3, 4)
 # FA2_GLUON_ALL=1, which gpu/checks.sh sets when it runs every test on the GPU machine.
 UNSHIPPED = ("CHAIN_RANGES", "Q_EARLY", "O_DIRECT", "Q_AHEAD", "SPLIT_TAIL", "SWAP_ROWS", "ONE_LOOP")
 unshipped_compile = pytest.mark.skipif(os.environ.get("FA2_GLUON_ALL") != "1",
-                                       reason="compiles an option no table ships (FA2_GLUON_ALL=1 runs it)")
+                                       reason="compiles a config no table ships (FA2_GLUON_ALL=1 runs it)")
+# Shipped configs (fa2/configs/NVIDIA_H200.gluon.json; tests/test_gluon_rungs.py compiles each of them too, so the
+# option tests below that use them mostly find them in Triton's cache): the money shot's, (32, 32, 512, 128)
+# causal's, and one of the windows'. The other configs an option compiles in run with FA2_GLUON_ALL=1 only.
+MONEY = dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1, PRODUCER_REGS=32, SPLIT_EMPTY=1, HALF_DIAGONAL=1)
+SHORT_CAUSAL_WITHOUT_TABLE_AHEAD = dict(BLOCK_N=64, NUM_BUFFERS=5, PERSISTENT=1, SCHEDULED=2, PRODUCER_REGS=32,
+                                        OWN_RANGES=1)
+SHORT_CAUSAL = dict(SHORT_CAUSAL_WITHOUT_TABLE_AHEAD, TABLE_AHEAD=1)
+SCHEDULED_WINDOW = dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1, SCHEDULED=1, PRODUCER_REGS=32)
 
 
 @pytest.fixture(scope="module")
@@ -509,6 +517,17 @@ def test_unshipped_options_are_in_no_table():
     assert not used, used
 
 
+def test_the_option_tests_compile_shipped_configs():
+    """MONEY and SHORT_CAUSAL are rung-4 configs of the H200 table's families, SCHEDULED_WINDOW one of its windows',
+    so what CI compiles here without FA2_GLUON_ALL is what users run."""
+    from fa2.gluon import dispatch
+    rung4 = lambda entries: [dict(e["config"]) for e in entries if e.get("rung") == 4 and e.get("config")]
+    families, windows = (rung4(dispatch.shipped_families("NVIDIA H200")),
+                         rung4(dispatch.shipped_windows("NVIDIA H200")))
+    assert MONEY in families and SHORT_CAUSAL in families, families
+    assert SCHEDULED_WINDOW in windows, windows
+
+
 def test_chain_ranges_is_checked(hopper):
     """CHAIN_RANGES needs rungs 2-4 and excludes OWN_RANGES, Q_AHEAD and Q_EARLY (host checks; the kernel
     static_asserts them)."""
@@ -952,11 +971,20 @@ def test_table_ahead_reads_each_entry_inside_the_table(hopper, B, H, Hkv, N_Q, N
 
 def test_table_ahead_is_checked_and_compiles(hopper):
     """TABLE_AHEAD needs SCHEDULED and excludes Q_AHEAD, Q_REGS and Q_EARLY (host checks; the kernel
-    static_asserts them); the planned 128-key config compiles with it for sm_90, windowed and not, without spills
-    and in the same shared memory, and its PTX differs (the table is read in other places)."""
+    static_asserts them); the shipped config that uses it (N = 512 causal: 64-key tiles, 5 buffers, the paired
+    schedule) compiles for sm_90 without spills, in the same shared memory as without it, and its PTX differs (the
+    table is read in other places). The windowed compiles: test_table_ahead_compiles_with_a_window."""
     scheduled = {"PERSISTENT": 1, "SCHEDULED": 1}
     _refused(hopper, "TABLE_AHEAD", (({"PERSISTENT": 1}, "SCHEDULED"), (dict(scheduled, Q_AHEAD=1), "Q_AHEAD"),
                                      (dict(scheduled, Q_REGS=1), "Q_REGS"), (dict(scheduled, Q_EARLY=1), "Q_EARLY")))
+    without, ahead = _without_and_with(hopper, SHORT_CAUSAL_WITHOUT_TABLE_AHEAD, "TABLE_AHEAD")
+    assert ahead.asm["ptx"] != without.asm["ptx"]
+
+
+@unshipped_compile
+def test_table_ahead_compiles_with_a_window(hopper):
+    """The planned 128-key config compiles with TABLE_AHEAD for sm_90, windowed and not, without spills and in the
+    same shared memory, and its PTX differs."""
     config = dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1, SCHEDULED=1, PRODUCER_REGS=32,
                   SPLIT_EMPTY=1)
     for window in (False, True):
@@ -965,15 +993,20 @@ def test_table_ahead_is_checked_and_compiles(hopper):
 
 
 def test_scheduled_is_checked_and_compiles(hopper):
-    """SCHEDULED needs PERSISTENT (host check and the kernel's static_assert); the persistent rung-4 kernel
-    compiles for sm_90 with it, windowed and not, without spills."""
+    """SCHEDULED needs PERSISTENT (host check and the kernel's static_assert); the shipped windowed config that
+    uses it (128-key tiles, two buffers, ping-pong) compiles for sm_90 without spills."""
     with pytest.raises(ValueError, match="SCHEDULED"):
         hopper.rung_config(4, 128, {"SCHEDULED": 1})
-    config = dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1, SCHEDULED=1, PRODUCER_REGS=32)
-    for window in (False, True):
-        usage = hopper.resource_usage(hopper.compile_rung(4, 128, torch.bfloat16, True, config=config,
-                                                          window=window))
-        assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0
+    usage = hopper.resource_usage(hopper.compile_rung(4, 128, torch.bfloat16, True, config=SCHEDULED_WINDOW,
+                                                      window=True))
+    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0
+
+
+@unshipped_compile
+def test_scheduled_compiles_without_a_window(hopper):
+    """The same config compiles for sm_90 without a window (causal), without spills."""
+    usage = hopper.resource_usage(hopper.compile_rung(4, 128, torch.bfloat16, True, config=SCHEDULED_WINDOW))
+    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0
 
 
 def test_scheduled_launch_passes_its_table(hopper, monkeypatch):
@@ -1092,10 +1125,18 @@ def test_own_ranges_persistent_ring_and_turns(hopper, NUM_BUFFERS, split):
 
 
 def test_own_ranges_is_checked_and_compiles(hopper):
-    """OWN_RANGES is rung 4's (host check; the kernel static_asserts it) and compiles for sm_90 without spills,
-    one program per tile and persistent, windowed and not."""
+    """OWN_RANGES is rung 4's (host check; the kernel static_asserts it); the shipped config that uses it (N = 512
+    causal) compiles for sm_90 without spills. One program per tile and windowed:
+    test_own_ranges_compiles_everywhere."""
     with pytest.raises(ValueError, match="OWN_RANGES"):
         hopper.rung_config(3, 128, {"OWN_RANGES": 1})
+    usage = hopper.resource_usage(hopper.compile_rung(4, 128, torch.bfloat16, True, config=SHORT_CAUSAL))
+    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
+
+
+@unshipped_compile
+def test_own_ranges_compiles_everywhere(hopper):
+    """OWN_RANGES compiles for sm_90 without spills, one program per tile and persistent, windowed and not."""
     for config in (dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1, OWN_RANGES=1),
                    dict(BLOCK_N=64, NUM_BUFFERS=3, PINGPONG=1, PERSISTENT=1, SCHEDULED=1, PRODUCER_REGS=32,
                         OWN_RANGES=1)):
@@ -1134,19 +1175,30 @@ def test_half_diagonal_only_where_the_lower_rows_see_no_key_past_half_the_tile(h
 
 def test_half_diagonal_is_checked_and_compiles(hopper):
     """HALF_DIAGONAL is rung 4's with 128-key tiles, without OWN_RANGES or Q_REGS (host checks; the kernel
-    static_asserts them); one program per tile and persistent compile for sm_90 without spills, causal with and
-    without a window, and the lower consumer's half tile shows as m64n64 wgmmas (the 128-key tiles' S is m64n128)."""
+    static_asserts them); the shipped config that uses it (the money shot's) compiles for sm_90 without spills, and
+    the lower consumer's half tile shows as m64n64 wgmmas (the 128-key tiles' S is m64n128). One program per tile
+    and windowed: test_half_diagonal_compiles_everywhere."""
     for bad in ({"HALF_DIAGONAL": 1, "BLOCK_N": 64}, {"HALF_DIAGONAL": 1, "BLOCK_N": 128, "OWN_RANGES": 1},
                 {"HALF_DIAGONAL": 1, "BLOCK_N": 128, "Q_REGS": 1}):
         with pytest.raises(ValueError, match="HALF_DIAGONAL"):
             hopper.rung_config(4, 128, bad)
     with pytest.raises(ValueError, match="HALF_DIAGONAL"):
         hopper.rung_config(1, 128, {"HALF_DIAGONAL": 1, "BLOCK_N": 128})
-    for config in (dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, SPLIT_EMPTY=1, HALF_DIAGONAL=1),
-                   dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1, PRODUCER_REGS=32, SPLIT_EMPTY=1,
-                        HALF_DIAGONAL=1)):
+    _half_diagonal_compiles(hopper, MONEY, window=False)
+
+
+def _half_diagonal_compiles(hopper, config, window):
+    kernel = hopper.compile_rung(4, 128, torch.bfloat16, True, config=config, window=window)
+    usage = hopper.resource_usage(kernel)
+    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, (config, window, usage)
+    assert "wgmma.mma_async.sync.aligned.m64n64k16" in kernel.asm["ptx"]
+
+
+@unshipped_compile
+def test_half_diagonal_compiles_everywhere(hopper):
+    """HALF_DIAGONAL compiles for sm_90 without spills, with m64n64 wgmmas, one program per tile and persistent,
+    causal with and without a window."""
+    for config in (dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, SPLIT_EMPTY=1, HALF_DIAGONAL=1), MONEY):
         for window in (False, True):
-            kernel = hopper.compile_rung(4, 128, torch.bfloat16, True, config=config, window=window)
-            usage = hopper.resource_usage(kernel)
-            assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, (config, window, usage)
-            assert "wgmma.mma_async.sync.aligned.m64n64k16" in kernel.asm["ptx"]
+            if (config, window) != (MONEY, False):
+                _half_diagonal_compiles(hopper, config, window)

@@ -161,3 +161,27 @@ def test_every_test_module_says_which_tritons_run_it():
     ci = (ROOT / ".ci" / "run").read_text()
     assert ci.count("python3 dev.py test tests --kernels-only") == 2, "the oldest and newest Triton runs"
 
+
+
+def test_uv_gets_pips_indexes_find_links_and_constraints(tmp_path):
+    """dev.py installs with uv, which reads no pip configuration: uv_options turns `pip config list` into uv's
+    options -- each existing location once, missing local ones left out (pip ignores them), the environment's
+    index URL over a file's."""
+    spec = importlib.util.spec_from_file_location("dev", ROOT / "dev.py")
+    dev = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dev)
+    wheels, constraints = tmp_path / "wheels", tmp_path / "constraints.txt"
+    wheels.mkdir()
+    constraints.write_text("torch<=9\n")
+    listed = "\n".join([
+        f"global.extra-index-url='file://{tmp_path}/missing https://download.pytorch.org/whl/cpu'",
+        ":env:.extra-index-url='https://download.pytorch.org/whl/cpu'",
+        f":env:.find-links='{wheels}'", f"global.find-links='{wheels}'",
+        f"global.constraint='{constraints}'",
+        ":env:.index-url='https://mirror.example/simple'", "global.index-url='https://pypi.org/simple'",
+        ":env:.default-timeout='180'"])
+    assert dev.uv_options(listed) == [
+        "--extra-index-url", "https://download.pytorch.org/whl/cpu", "--find-links", str(wheels),
+        "--constraint", str(constraints), "--index-url", "https://mirror.example/simple"]
+    assert dev.uv_options("global.index-url='https://pypi.org/simple'") == ["--index-url", "https://pypi.org/simple"]
+    assert dev.uv_options("") == []

@@ -195,6 +195,8 @@ def test_kvcache_seqlens_int_and_none():
     assert_close(out, kvcache_reference(q, k_cache, v_cache, seqlens(11, 11), False)[0], q.dtype)
 
 
+@pytest.mark.skipif(DEVICE == "cuda", reason="on a GPU the index error is a device-side assert, which leaves the "
+                    "process's CUDA context unusable for every later test")
 def test_kvcache_append_past_capacity_raises():
     k_cache, v_cache = bnhd_cache(1, 16, 1, 16, seqlens(15))
     k_new = randn(1, 2, 1, 16)

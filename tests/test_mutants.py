@@ -6,6 +6,7 @@ import sys
 import pytest
 import torch
 
+from fa2 import runtime
 from fa2.chapters import bugs, fast, forward, kv_loop
 from fa2.chapters.reference import attention_reference
 from fa2.testing import check_attention, check_causal_boundaries, error_bounds, mutant
@@ -66,7 +67,7 @@ def test_lse_bias_of_one_percent_passed_the_old_tolerance():
     """The LSE check used to be atol=1e-2, rtol=1e-3: a row sum 1 % too large (log 1.01 < 1e-2) passed it."""
     torch.manual_seed(0)
     fn = bugs.attention_fn(bugs.mutant_module("lse_row_sum_biased", "generic"), "generic")
-    q, k, v = (torch.randn(1, 2, 32, 16).half() for _ in range(3))
+    q, k, v = (torch.randn(1, 2, 32, 16, device=runtime.DEVICE).half() for _ in range(3))
     _, lse = fn(q, k, v, False, None)
     _, ref_lse = attention_reference(q, k, v, return_lse=True)
     torch.testing.assert_close(lse.double(), ref_lse, atol=1e-2, rtol=1e-3)     # the old check: passes

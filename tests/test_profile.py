@@ -154,7 +154,7 @@ def test_gluon_study_profiles_the_gluon_config_beside_chapter6_and_cudnn(monkeyp
     monkeypatch.setattr(fa2_plan, "make_plan", lambda q, k, v, causal, scale: asked.append(dispatch.ENABLED)
                         or (lambda q, k, v: ("o", "lse")))
     run = profile.build(cases[1])
-    q = torch.randn(1, 2, 8, 16, dtype=torch.float16)
+    q = torch.randn(1, 2, 8, 16, dtype=torch.float16, device=runtime.DEVICE)
     assert run(q, q, q) == "o" and run(q, q, q) == "o" and asked == [False] and dispatch.ENABLED
     gluon = profile.parse_config(cases[0].config)
     assert gluon == profile.GLUON_CONFIG and gluon["rung"] == 4

@@ -118,8 +118,8 @@ def reference(q, k, v, causal=False, scale=None):
     s = (q @ k.transpose(-1, -2)) * (scale if scale is not None else q.shape[-1] ** -0.5)
     if causal:
         nq, nk = q.shape[-2], k.shape[-2]
-        i = torch.arange(nq)[:, None]
-        j = torch.arange(nk)[None, :]
+        i = torch.arange(nq, device=s.device)[:, None]
+        j = torch.arange(nk, device=s.device)[None, :]
         s = s.masked_fill(j > i + (nk - nq), float("-inf"))
     lse = torch.logsumexp(s, dim=-1)
     return torch.exp(s - lse[..., None]) @ v, lse

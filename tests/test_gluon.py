@@ -542,10 +542,8 @@ def test_chain_ranges_is_checked(hopper):
 def test_chain_ranges_compiles(hopper):
     """The money shot's config compiles with CHAIN_RANGES for sm_90, causal, in the same shared memory, and its PTX
     changes (the ranges are no longer drained one by one). One compile, without a window."""
-    config = dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1, PRODUCER_REGS=32, SPLIT_EMPTY=1,
-                  HALF_DIAGONAL=1)
-    without = hopper.compile_rung(4, 128, torch.bfloat16, True, config=config)
-    chained = hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(config, CHAIN_RANGES=1))
+    without = hopper.compile_rung(4, 128, torch.bfloat16, True, config=MONEY)
+    chained = hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(MONEY, CHAIN_RANGES=1))
     assert chained.metadata.shared == without.metadata.shared
     assert chained.asm["ptx"] != without.asm["ptx"]
 
@@ -581,9 +579,7 @@ def test_q_early_compiles(hopper):
     """The money shot's config compiles with Q_EARLY for sm_90 without spills, in the same shared memory (one Q
     buffer per consumer still), and its PTX has one more Q load site (the fallback after an item without key tiles)
     than without."""
-    config = dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1, PRODUCER_REGS=32, SPLIT_EMPTY=1,
-                  HALF_DIAGONAL=1)
-    without, early = _without_and_with(hopper, config, "Q_EARLY")
+    without, early = _without_and_with(hopper, MONEY, "Q_EARLY")
     loads = lambda k: k.asm["ptx"].count("cp.async.bulk.tensor.4d.shared::cluster.global")
     assert loads(early) > loads(without), (loads(early), loads(without))
 
@@ -746,9 +742,7 @@ def test_split_tail_is_checked(hopper):
 def test_split_tail_compiles(hopper):
     """The table's persistent config compiles with SPLIT_TAIL for sm_90 without spills and in the same shared
     memory, and its PTX differs (the last round's items)."""
-    config = dict(BLOCK_N=128, NUM_BUFFERS=2, PINGPONG=1, PERSISTENT=1, PRODUCER_REGS=32, SPLIT_EMPTY=1,
-                  HALF_DIAGONAL=1)
-    without, tail = _without_and_with(hopper, config, "SPLIT_TAIL")
+    without, tail = _without_and_with(hopper, MONEY, "SPLIT_TAIL")
     assert tail.asm["ptx"] != without.asm["ptx"]
 
 

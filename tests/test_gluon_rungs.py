@@ -110,11 +110,10 @@ def test_resource_usage_reads_the_compiles_ptxas_log(hopper, tmp_path, monkeypat
     """A compile that assembles the kernel keeps ptxas's -v log, and resource_usage reads from it what assembling
     the PTX again gives (rung 1 with a window, 128 x 64 tiles at D 128: the shipped config that spills, so the
     numbers compared are not all zeros: KNOWN_SPILL)."""
-    import hashlib
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))       # a compile, not a cache hit: ptxas runs
     kernel = hopper.compile_rung(1, 128, torch.bfloat16, True, window=True,
                                  config=dict(BLOCK_M=128, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4))
-    key = hashlib.sha256(kernel.asm["cubin"]).hexdigest()
+    key = hopper._cubin_key(kernel)
     assert "Used" in hopper._PTXAS_LOGS[key]
     kept = hopper.resource_usage(kernel)
     monkeypatch.delitem(hopper._PTXAS_LOGS, key)                 # now it assembles the PTX itself

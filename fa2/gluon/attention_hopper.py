@@ -1812,11 +1812,16 @@ def compile_rung(rung, head_dim=128, dtype=torch.bfloat16, causal=True, config=N
 _PTXAS_LOGS = {}
 
 
+def _cubin_key(compiled):
+    """_PTXAS_LOGS's key for a compiled kernel: the sha256 of its cubin."""
+    import hashlib
+    return hashlib.sha256(compiled.asm["cubin"]).hexdigest()
+
+
 def _compile_keeping_ptxas_log(src, target, options):
     """triton.compile with Triton's ptxas log (its ``-v`` output, which Triton prints when asked) kept in
-    _PTXAS_LOGS. Anything else the compile prints is printed as before."""
+    _PTXAS_LOGS. What the compile prints is printed as before, the log only when the caller asked for it."""
     import contextlib
-    import hashlib
     import io
 
     from triton import knobs
@@ -1828,10 +1833,8 @@ def _compile_keeping_ptxas_log(src, target, options):
         compiled = triton.compile(src, target=target, options=options)
     text = printed.getvalue()
     if "ptxas info" in text:
-        _PTXAS_LOGS[hashlib.sha256(compiled.asm["cubin"]).hexdigest()] = text
-        if shown:
-            print(text, end="")
-    elif text:
+        _PTXAS_LOGS[_cubin_key(compiled)] = text
+    if shown or "ptxas info" not in text:
         print(text, end="")
     return compiled
 
@@ -1845,7 +1848,6 @@ def resource_usage(compiled):
     ``registers`` is ptxas's count at launch (``.maxnreg`` where set); a warp-specialised kernel's partitions
     then move to their ``setmaxnreg`` values (the PTX's, sorted) and their code may use up to those:
     ``sass_registers`` is 1 + the highest register R<n> any instruction names, over all partitions."""
-    import hashlib
     import re
     import subprocess
     import tempfile
@@ -1855,7 +1857,7 @@ def resource_usage(compiled):
     from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
 
     capability = compiled.metadata.target.arch
-    log = _PTXAS_LOGS.get(hashlib.sha256(compiled.asm["cubin"]).hexdigest())
+    log = _PTXAS_LOGS.get(_cubin_key(compiled))
     with tempfile.TemporaryDirectory() as tmp:
         ptx, cubin = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
         if log is None:                                  # not assembled in this process: assemble it again

@@ -1,4 +1,6 @@
 """Runs before any test module imports triton: choose GPU or interpreter once, through fa2.runtime."""
+from collections import defaultdict
+
 import pytest
 
 import fa2.runtime as runtime
@@ -7,7 +9,9 @@ requires_gpu = pytest.mark.skipif(runtime.DEVICE != "cuda", reason="needs a CUDA
 
 # CI runs every module on the pinned Triton and, with `--kernels-only`, KERNEL_MODULES on the oldest and newest
 # Triton too: the modules that launch fa2's kernels or reach into Triton (launchers, configs, timers, runtime).
-# PINNED_ONLY builds on them or on no Triton at all: the benchmark and probe plumbing, the integrations over the
+# There each parametrized test runs COMPAT_CASES of its cases, spread over its list (first, middle, last): what
+# differs between Triton versions is the launch path, the interpreter and the API, which every case of a test
+# goes through alike; the pinned run keeps every case. PINNED_ONLY builds on them or on no Triton at all: the benchmark and probe plumbing, the integrations over the
 # public API, the notebooks, the book, docs, packaging and CI. Every module is in one set (tests/test_workflows.py).
 KERNEL_MODULES = {
     "test_api", "test_autotune", "test_causal_boundaries", "test_decode", "test_flash_attn", "test_gluon",
@@ -31,6 +35,30 @@ def pytest_ignore_collect(collection_path, config):
     if config.getoption("--kernels-only") and collection_path.suffix in (".py", ".ipynb"):
         return collection_path.stem not in KERNEL_MODULES
     return None
+
+
+COMPAT_CASES = 3
+
+
+def compat_cases(n: int) -> list[int]:
+    """The indices of the cases a test of n cases keeps under --kernels-only: all of them up to COMPAT_CASES,
+    else COMPAT_CASES spread evenly from the first to the last."""
+    if n <= COMPAT_CASES:
+        return list(range(n))
+    return sorted({round(i * (n - 1) / (COMPAT_CASES - 1)) for i in range(COMPAT_CASES)})
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--kernels-only"):
+        return
+    cases = defaultdict(list)                  # (module, test function) -> its parametrized items, in order
+    for item in items:
+        cases[(item.path, getattr(item, "originalname", item.name))].append(item)
+    kept = {id(group[i]) for group in cases.values() for i in compat_cases(len(group))}
+    deselected = [item for item in items if id(item) not in kept]
+    if deselected:
+        items[:] = [item for item in items if id(item) in kept]
+        config.hook.pytest_deselected(items=deselected)
 
 
 @pytest.fixture

@@ -499,22 +499,25 @@ def test_chain_turns_are_the_single_range_ops_and_a_wrong_count_fails(hopper):
 
 
 def test_unshipped_options_are_in_no_table():
-    """No config of the committed tables (prefill families and windows, every GPU) sets an UNSHIPPED option, so
-    the compiles that only FA2_GLUON_ALL=1 runs are of kernels no user gets; shipping one fails this first."""
-    import json
-
-    from fa2.chapters.autotune import SHIPPED_DIR
-
-    def configs(node):                                   # every "config" object anywhere in a table
-        if isinstance(node, dict):
-            return ([node["config"]] if isinstance(node.get("config"), dict) else []) + \
-                [c for value in node.values() for c in configs(value)]
-        return [c for value in node for c in configs(value)] if isinstance(node, list) else []
-    tables = sorted(SHIPPED_DIR.glob("*.gluon.json"))
-    configs = [c for path in tables for c in configs(json.loads(path.read_text()))]
-    assert tables and len(configs) >= 10, (tables, len(configs))
+    """No config of the committed tables (prefill families and windows, every GPU with a table, read as the
+    dispatcher reads them) sets an UNSHIPPED option, so the compiles that only FA2_GLUON_ALL=1 runs are of kernels no
+    user gets; shipping one fails this first."""
+    from fa2.gluon import dispatch
+    devices = dispatch.shipped_devices()
+    configs = [dict(entry["config"]) for device in devices
+               for entry in dispatch.shipped_families(device) + dispatch.shipped_windows(device) if entry.get("config")]
+    assert "NVIDIA H200" in devices and len(configs) >= 10, (devices, len(configs))
     used = {flag for config in configs for flag, value in config.items() if value and flag in UNSHIPPED}
     assert not used, used
+
+
+def test_shipped_devices_are_the_tables_on_disk():
+    """shipped_devices names each *.gluon.json under fa2/configs by its device, and each name leads back to its
+    file (table_file_name), so no table is left out of the test above."""
+    from fa2.chapters.autotune import SHIPPED_DIR
+    from fa2.gluon import dispatch
+    files = sorted(path.name for path in SHIPPED_DIR.glob("*.gluon.json"))
+    assert files and sorted(dispatch.table_file_name(d) for d in dispatch.shipped_devices()) == files
 
 
 def test_the_option_tests_compile_shipped_configs():

@@ -162,6 +162,30 @@ def test_every_test_module_says_which_tritons_run_it():
     assert ci.count("python3 dev.py test tests --kernels-only") == 2, "the oldest and newest Triton runs"
 
 
+def test_kernels_only_keeps_the_first_middle_and_last_case_of_each_test():
+    """--kernels-only (the oldest and newest Tritons) runs every test function of KERNEL_MODULES, a parametrized
+    one at COMPAT_CASES of its cases spread from its first to its last, and reports the others deselected;
+    without the option every case runs."""
+    from types import SimpleNamespace
+
+    import conftest
+    assert conftest.COMPAT_CASES == 3
+    assert [conftest.compat_cases(n) for n in (1, 2, 3, 4, 7)] == [[0], [0, 1], [0, 1, 2], [0, 2, 3], [0, 3, 6]]
+    items = [SimpleNamespace(path="tests/test_a.py", originalname="test_x", name=f"test_x[{i}]") for i in range(7)]
+    items += [SimpleNamespace(path="tests/test_b.py", originalname="test_x", name="test_x[0]"),
+              SimpleNamespace(path="tests/test_a.py", originalname="test_y", name="test_y")]
+    for kernels_only in (False, True):
+        deselected = []
+        config = SimpleNamespace(getoption=lambda name: kernels_only,
+                                 hook=SimpleNamespace(pytest_deselected=lambda items: deselected.extend(items)))
+        run = list(items)
+        conftest.pytest_collection_modifyitems(config, run)
+        assert len(run) + len(deselected) == len(items) and not set(map(id, run)) & set(map(id, deselected))
+        expected = ["test_x[0]", "test_x[3]", "test_x[6]", "test_x[0]", "test_y"] if kernels_only else \
+            [item.name for item in items]
+        assert [item.name for item in run] == expected
+
+
 
 def test_uv_gets_pips_indexes_find_links_and_constraints(tmp_path):
     """dev.py installs with uv, which reads no pip configuration: uv_options turns `pip config list` into uv's

@@ -69,6 +69,12 @@ def table_device(q):
     return name
 
 
+def shipped_devices():
+    """The GPUs that have a shipped table, by the name each table was measured on (its "device")."""
+    names = [json.loads(path.read_text())["device"] for path in sorted(SHIPPED_DIR.glob("*.gluon.json"))]
+    return sorted(name for name in names if (SHIPPED_DIR / table_file_name(name)).exists())
+
+
 def shipped_families(device_name):
     """The families of the shipped table for this GPU, [] when there is none."""
     return _shipped_table(device_name).get("families", [])

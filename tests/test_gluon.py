@@ -156,10 +156,10 @@ class _RingModel:
         return ops + ([("ev", base + n_tiles - 1), ("loadv", base + n_tiles - 1)] if n_tiles else [])
 
     def free(self, kind, t):
-        """A consumer's ("sdone", t) or ("free", t)."""
-        if kind == "sdone" and not self.split:
+        """A consumer's ("sdone", t) or ("free", t); ("kfree", t): a skipped tile's K freed (OWN_RANGES), as sdone."""
+        if kind in ("sdone", "kfree") and not self.split:
             return
-        parts = "kv" if not self.split else ("k" if kind == "sdone" else "v")
+        parts = "kv" if not self.split else ("k" if kind in ("sdone", "kfree") else "v")
         # an mbarrier counts arrives, not tiles: one for tile t before tile t - NUM_BUFFERS's phase completed
         # would complete that phase instead
         assert t < self.nb or t - self.nb in self.freed[parts[0]], \
@@ -218,12 +218,12 @@ def _simulate_ring(rung, n_tiles, n_free, NUM_BUFFERS, ring_slot, rng, pingpong=
         for c, ops in agents:
             if ops:
                 kind, t = ops[0]
-                if kind in ("free", "sdone", "load", "loadk", "loadv", "pass") or wait(kind, t, c):
+                if kind in ("free", "sdone", "kfree", "load", "loadk", "loadv", "pass") or wait(kind, t, c):
                     ready.append((c, ops))
         assert ready, f"deadlock: {[(c, ops[:1]) for c, ops in agents]}"
         c, ops = _pick(rng, ready)
         kind, t = ops.pop(0)
-        if kind in ("free", "sdone"):
+        if kind in ("free", "sdone", "kfree"):
             ring.free(kind, t)
             if rung < 3 and kind == "free" and t + NUM_BUFFERS < n_tiles:      # the predicated refill
                 ring.load("load", t + NUM_BUFFERS)
@@ -348,7 +348,10 @@ def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=Fals
                     ops[c].append(("qload", i + 1))
             shifted = [(kind, t + (turn_base if kind in ("turn", "pass") else base)) for kind, t in item_ops[c]]
             q_next = [("qdone", i)] + ([("qload", i + 1)] if i + 1 < len(items) else [])
-            if q_early and any(kind == q_early_before for kind, _ in shifted):
+            if q_early and isinstance(item, dict):       # OWN_RANGES: item["early"][c], None without own tiles
+                at = item["early"][c]
+                shifted = shifted[:at] + q_next + shifted[at:] if at is not None else shifted + q_next
+            elif q_early and any(kind == q_early_before for kind, _ in shifted):
                 at = max(j for j, (kind, _) in enumerate(shifted) if kind == q_early_before)
                 shifted[at:at] = q_next
             elif q_early:
@@ -377,7 +380,8 @@ def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=Fals
                 if kind == "store_wait":
                     if len(pending[c]) <= t:
                         ready.append((c, o))
-                elif kind in ("free", "sdone", "load", "loadk", "loadv", "pass", "qload", "qdone", "store") or \
+                elif kind in ("free", "sdone", "kfree", "load", "loadk", "loadv", "pass", "qload", "qdone",
+                              "store") or \
                         wait(kind, t, c):
                     ready.append((c, o))
         assert ready, f"deadlock: {[(c, o[:1]) for c, o in agents]}"
@@ -391,7 +395,7 @@ def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=Fals
         kind, t = o.pop(0)
         if kind == "sdone" and not q_regs:
             assert any(key[0] == c for key in reading), f"S of tile {t} done after consumer {c} let go of its Q"
-        if kind in ("free", "sdone"):
+        if kind in ("free", "sdone", "kfree"):
             ring.free(kind, t)
         elif kind.startswith("load"):
             ring.load(kind, t)
@@ -570,21 +574,23 @@ def _without_and_with(hopper, config, flag, window=False):
 
 
 def test_q_early_is_checked(hopper):
-    """Q_EARLY needs PERSISTENT and excludes OWN_RANGES, Q_REGS and Q_AHEAD (host checks; the kernel
-    static_asserts them)."""
-    _refused(hopper, "Q_EARLY", (({}, "PERSISTENT"), ({"PERSISTENT": 1, "OWN_RANGES": 1}, "OWN_RANGES"),
-                                 ({"PERSISTENT": 1, "Q_REGS": 1}, "Q_REGS"),
+    """Q_EARLY needs PERSISTENT and excludes Q_REGS and Q_AHEAD (host checks; the kernel static_asserts them);
+    with OWN_RANGES and with TABLE_AHEAD it is a config."""
+    _refused(hopper, "Q_EARLY", (({}, "PERSISTENT"), ({"PERSISTENT": 1, "Q_REGS": 1}, "Q_REGS"),
                                  ({"PERSISTENT": 1, "Q_AHEAD": 1}, "Q_AHEAD")))
+    assert hopper.rung_config(4, 128, dict(SHORT_CAUSAL, Q_EARLY=1))["Q_EARLY"]
 
 
 @unshipped_compile
 def test_q_early_compiles(hopper):
-    """The money shot's config compiles with Q_EARLY for sm_90 without spills, in the same shared memory (one Q
-    buffer per consumer still), and its PTX has one more Q load site (the fallback after an item without key tiles)
-    than without."""
-    without, early = _without_and_with(hopper, MONEY, "Q_EARLY")
+    """The money shot's config and the (32, 32, 512, 128) causal one (OWN_RANGES, TABLE_AHEAD) compile with Q_EARLY
+    for sm_90 without spills, in the same shared memory (one Q buffer per consumer still), and their PTX has more
+    Q load sites (in each range that can be an item's last, and the fallback after an item without own key
+    tiles) than without."""
     loads = lambda k: k.asm["ptx"].count("cp.async.bulk.tensor.4d.shared::cluster.global")
-    assert loads(early) > loads(without), (loads(early), loads(without))
+    for config in (MONEY, SHORT_CAUSAL):
+        without, early = _without_and_with(hopper, config, "Q_EARLY")
+        assert loads(early) > loads(without), (loads(early), loads(without))
 
 
 def test_o_direct_is_checked(hopper):
@@ -967,13 +973,13 @@ def test_table_ahead_reads_each_entry_inside_the_table(hopper, B, H, Hkv, N_Q, N
 
 
 def test_table_ahead_is_checked_and_compiles(hopper):
-    """TABLE_AHEAD needs SCHEDULED and excludes Q_AHEAD, Q_REGS and Q_EARLY (host checks; the kernel
+    """TABLE_AHEAD needs SCHEDULED and excludes Q_AHEAD and Q_REGS (host checks; the kernel
     static_asserts them); the shipped config that uses it (N = 512 causal: 64-key tiles, 5 buffers, the paired
     schedule) compiles for sm_90 without spills, in the same shared memory as without it, and its PTX differs (the
     table is read in other places). The windowed compiles: test_table_ahead_compiles_with_a_window."""
     scheduled = {"PERSISTENT": 1, "SCHEDULED": 1}
     _refused(hopper, "TABLE_AHEAD", (({"PERSISTENT": 1}, "SCHEDULED"), (dict(scheduled, Q_AHEAD=1), "Q_AHEAD"),
-                                     (dict(scheduled, Q_REGS=1), "Q_REGS"), (dict(scheduled, Q_EARLY=1), "Q_EARLY")))
+                                     (dict(scheduled, Q_REGS=1), "Q_REGS")))
     without, ahead = _without_and_with(hopper, SHORT_CAUSAL_WITHOUT_TABLE_AHEAD, "TABLE_AHEAD")
     assert ahead.asm["ptx"] != without.asm["ptx"]
 
@@ -1028,13 +1034,23 @@ def _own_consumer_ops(first, lower, free, stop, n_tiles, total_turns, pingpong):
     its own range waited for (K, V) and freed; its own masked / mask-free / masked ranges as _consumer_ops walks
     them, its first tile taking turn 0; empty turns up to total_turns; then the tiles after its range, as the
     first. first <= lower <= free <= stop <= n_tiles."""
-    skip = lambda tiles: [op for t in tiles for op in (("k", t), ("v", t), ("sdone", t), ("free", t))]
+    skip = lambda tiles: [op for t in tiles for op in (("k", t), ("v", t), ("kfree", t), ("free", t))]
     own = _consumer_ops(4, stop - first, free - first, pingpong, lower - first)
     ops = skip(range(first)) + [(kind, t if kind in ("turn", "pass") else t + first) for kind, t in own]
     mine = (stop - first) + (lower > first) + (free > lower) + (stop > free)
     for t in range(mine, total_turns):
         ops += [("turn", t), ("pass", t)] if pingpong else []
     return ops + skip(range(stop, n_tiles))
+
+
+def _own_early_at(first, lower, free, stop, pingpong, before="v"):
+    """Q_EARLY under OWN_RANGES: where in _own_consumer_ops' list the consumer loads the next item's Q -- just
+    before the wait for the V of its own range's last P·V (before="v"; "k", before its last S, is the mutant),
+    so before its trailing skips -- or None when its own range has no tile (the load then follows the item)."""
+    if stop <= first:
+        return None
+    own = _consumer_ops(4, stop - first, free - first, pingpong, lower - first)
+    return 4 * first + max(j for j, (kind, _) in enumerate(own) if kind == before)
 
 
 def _own_item(hopper, m_start, nq, nk, BN, causal, window_left, pingpong, BM=128):
@@ -1119,6 +1135,52 @@ def test_own_ranges_persistent_ring_and_turns(hopper, NUM_BUFFERS, split):
                     n_tiles, ops, total = _own_item(hopper, m * BM, nq, nk, BN, causal, window_left, True)
                     items.append(dict(n_tiles=n_tiles, ops=ops, turns=total))
                 _simulate_persistent(4, items, NUM_BUFFERS, hopper.ring_slot, rng, True, hopper.turn_phase, split)
+
+
+def _own_program_items(hopper, nq, nk, BN, causal, window_left, pid, programs, before="v"):
+    """The OWN_RANGES items of persistent program pid (one query tile every `programs`, longest first), each with
+    its consumers' Q_EARLY load points (_own_early_at)."""
+    BM = 128
+    items = []
+    for m in range(-(-nq // BM) - 1 - pid, -1, -programs):
+        n_tiles, ops, total = _own_item(hopper, m * BM, nq, nk, BN, causal, window_left, True)
+        kv_start, _, _, kv_end = hopper.kv_range(m * BM, nq, nk, BM, BN, causal, window_left)
+        tiles = lambda key: -(-(key - kv_start) // BN)
+        early = []
+        for c in (0, 1):
+            own = hopper.own_range(m * BM, c, nq, nk, BM // 2, BN, causal, window_left, kv_start, kv_end)
+            early.append(_own_early_at(*(tiles(key) for key in own), True, before))
+        items.append(dict(n_tiles=n_tiles, ops=ops, turns=total, early=early))
+    return items
+
+
+@pytest.mark.parametrize("NUM_BUFFERS", [2, 5])
+@pytest.mark.parametrize("split", [False, True], ids=["", "split"])
+def test_own_ranges_q_early_persistent_ring(hopper, NUM_BUFFERS, split):
+    """PERSISTENT rung 4 with OWN_RANGES and Q_EARLY: each consumer loads the next item's Q before the last P·V of
+    its own range (before its trailing skips; after the item when it has no own tile), under random
+    interleavings: no Q buffer reloaded while an item reads it, no S completing after its consumer let go of its
+    Q, every wait on the phase it means, no deadlock (_simulate_persistent)."""
+    import numpy as np
+    rng = np.random.default_rng(5)
+    BN, programs = 64, 3
+    for nq, nk in _tile_cases(128, BN)[::2]:
+        for causal, window_left in ((True, -1), (True, 100), (False, -1)):
+            for pid in range(min(programs, -(-nq // 128))):
+                items = _own_program_items(hopper, nq, nk, BN, causal, window_left, pid, programs)
+                _simulate_persistent(4, items, NUM_BUFFERS, hopper.ring_slot, rng, True, hopper.turn_phase, split,
+                                     q_early=True)
+
+
+def test_own_ranges_q_early_simulation_catches_a_load_before_the_last_s(hopper):
+    """The OWN_RANGES Q_EARLY model is not vacuous: loading the next Q before a consumer's last S of its own range
+    (before="k") overwrites the Q that S still reads."""
+    import numpy as np
+    items = _own_program_items(hopper, 512, 512, 64, True, -1, 0, 1, before="k")
+    with pytest.raises(AssertionError, match="let go of its Q|overwrites"):
+        for seed in range(20):
+            _simulate_persistent(4, items, 5, hopper.ring_slot, np.random.default_rng(seed), True, hopper.turn_phase,
+                                 q_early=True)
 
 
 def test_own_ranges_is_checked_and_compiles(hopper):

@@ -51,7 +51,8 @@ tiles run in two buffers (the money shot's config on the H200). ``HALF_DIAGONAL`
 lower consumer computes only the first 64 keys of the diagonal tile where its rows see no more (shipped at the
 money shot). ``Q_REGS``: Q in registers as the S wgmma's A
 operand, ``Q_AHEAD`` (persistent): two Q buffers, the next item's Q loaded a whole item ahead, ``Q_EARLY``
-(persistent): the next item's Q loaded right after an item's last S, before its last P·V, ``CHAIN_RANGES``
+(persistent; with ``OWN_RANGES`` each consumer's own last S): the next item's Q loaded right after an item's last S,
+before its last P·V, ``CHAIN_RANGES``
 (rungs 2-4): an item's key ranges as one pipeline, without a drain between the mask-free and the masked tiles, and
 ``TABLE_AHEAD`` (SCHEDULED): each item's table entry read an item ahead, ``SWAP_ROWS`` (persistent rung 4): the
 consumers trade row halves on odd items, and ``ONE_LOOP`` (persistent): an item's key range in one pipeline, its
@@ -815,14 +816,16 @@ def _attend_own(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v
                 N_KV, diagonal, qk_scale, window_left, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr,
                 CONSUMER: gl.constexpr, PINGPONG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                 HEAD_DIM: gl.constexpr, NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr,
-                base=0, turn_base=0):
+                base=0, turn_base=0, next_q=None, has_next=0, Q_EARLY: gl.constexpr = False):
     """OWN_RANGES (rung 4): the producer loads the tiles of the program's range [kv_start, kv_end) -- the union
     of both consumers' rows' keys -- but each consumer attends only to its own rows' range [own_start, own_end),
     masked where its own rows need a mask: under causal the upper consumer skips the last 64-key tile and the
     lower one attends mask-free to the tile on the program's diagonal; under a window the lower consumer skips
     the first. Tiles it skips at either end it waits for and releases (_skip_tile). Every consumer takes `turns`
     PINGPONG turns in all (the larger count of the two consumers'; the one with fewer pads with empty turns
-    before its trailing skips, so that the other never waits on a turn that comes after a wait of its own)."""
+    before its trailing skips, so that the other never waits on a turn that comes after a wait of its own).
+    Q_EARLY (PERSISTENT): the next item's Q (next_q) is loaded before the own range's last P·V, so also before
+    the trailing skips; a consumer without own tiles leaves it to the caller."""
     n_tiles = gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N)
     first = (own_start - kv_start) // BLOCK_N                 # the program's tiles before this consumer's range
     stop = gl.cdiv(own_end - kv_start, BLOCK_N)
@@ -834,7 +837,7 @@ def _attend_own(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v
                                 turn_bars, off_b, off_kvh, offs_m, own_start, own_free_start, own_free_end, own_end,
                                 N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW, True, True, CONSUMER,
                                 PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout,
-                                base + first, turn_base)
+                                base + first, turn_base, False, next_q, has_next, Q_EARLY)
     for t in range(_turns(own_start, own_free_start, own_free_end, own_end, BLOCK_N), turns):
         _take_turn(turn_bars, turn_base + t, CONSUMER, PINGPONG)
         _pass_turn(turn_bars, CONSUMER, PINGPONG)
@@ -1118,13 +1121,15 @@ def _row_half(k, CONSUMER: gl.constexpr, SWAP_ROWS: gl.constexpr):
 @gluon.jit
 def _next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
             CONSUMER: gl.constexpr, IS_CAUSAL: gl.constexpr, PAIRED: gl.constexpr, BLOCK_M: gl.constexpr,
-            SCHEDULED: gl.constexpr):
+            SCHEDULED: gl.constexpr, TABLE_AHEAD: gl.constexpr = False, u_next=0):
     """Q_EARLY: what _issue_q needs to load consumer CONSUMER's Q rows of item count + 1 into its Q buffer,
-    worked out when item count starts (under SCHEDULED the table's reads are then long done by the load). The
-    last item asks for itself again (never loaded: the table has no row past the program's last item)."""
+    worked out when item count starts (under SCHEDULED the table's reads are then long done by the load; under
+    TABLE_AHEAD u_next is item count + 1's entry, read as item count started). The last item asks for itself
+    again (never loaded: the table has no row past the program's last item)."""
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
     off_b, off_h, _, _, m_start = _work_item(gl.minimum(count + 1, n_items - 1), pid, nprog, num_m, BH, H, GROUP,
-                                             IS_CAUSAL, PAIRED, BLOCK_M, schedule_ptr, SCHEDULED)
+                                             IS_CAUSAL, PAIRED, BLOCK_M, schedule_ptr, SCHEDULED, TABLE_AHEAD,
+                                             u_next)
     return (q_desc, q_smem.index(CONSUMER), q_bars.index(CONSUMER), off_b, off_h, m_start + CONSUMER * Q_ROWS)
 
 
@@ -1267,16 +1272,25 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
     if OWN_RANGES:
         start, own_free_start, own_free_end, end, item_turns = _own_work(
             m_prog, CONSUMER, N_Q, N_KV, window_left, kv_start, kv_end, IS_CAUSAL, WINDOW, Q_ROWS, BLOCK_N)
+        has_next = count + 1 < n_items
+        next_q = None
+        if Q_EARLY:                                  # the next item's Q loads before the own range's last P·V
+            next_q = _next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP,
+                             schedule_ptr, CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED, TABLE_AHEAD, u_next)
         acc, m_i, l_i = _attend_own(acc, m_i, l_i, q_op, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
                                     empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, kv_end, start,
                                     own_free_start, own_free_end, end, item_turns, N_KV, diagonal, qk_scale,
                                     window_left, IS_CAUSAL, WINDOW, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N,
-                                    HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, turn_base)
+                                    HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, turn_base, next_q, has_next,
+                                    Q_EARLY)
+        if Q_EARLY:
+            if has_next & (end <= start):            # no own key tile: no last P·V to load it at
+                _issue_q(next_q)
     elif Q_EARLY:                                    # the next item's Q loads before this item's last P·V
         item_turns = _turns(kv_start, free_start, free_end, kv_end, BLOCK_N)
         has_next = count + 1 < n_items
         next_q = _next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
-                         CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED)
+                         CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED, TABLE_AHEAD, u_next)
         acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_op, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
                                     empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, free_start,
                                     free_end, kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW,
@@ -1425,13 +1439,12 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
     gl.static_assert(RUNG >= 3 or not SPLIT_EMPTY, "SPLIT_EMPTY frees K and V to the producer partition (rungs 3-4)")
     gl.static_assert(PERSISTENT or not Q_AHEAD, "Q_AHEAD loads a PERSISTENT program's next item's Q")
     gl.static_assert(not (Q_AHEAD and Q_REGS), "Q_AHEAD and Q_REGS are two ways of loading Q early: one at a time")
-    gl.static_assert(not Q_EARLY or (PERSISTENT and not OWN_RANGES and not Q_REGS and not Q_AHEAD),
-                     "Q_EARLY loads a PERSISTENT program's next Q before the last P·V (not with OWN_RANGES, Q_REGS "
-                     "or Q_AHEAD)")
+    gl.static_assert(not Q_EARLY or (PERSISTENT and not Q_REGS and not Q_AHEAD),
+                     "Q_EARLY loads a PERSISTENT program's next Q before the last P·V (not with Q_REGS or Q_AHEAD)")
     gl.static_assert(not CHAIN_RANGES or (RUNG >= 2 and not OWN_RANGES and not Q_AHEAD and not Q_EARLY),
                      "CHAIN_RANGES pipelines the key ranges of rungs 2-4 (not with OWN_RANGES, Q_AHEAD or Q_EARLY)")
-    gl.static_assert(not TABLE_AHEAD or (SCHEDULED and not Q_AHEAD and not Q_REGS and not Q_EARLY),
-                     "TABLE_AHEAD reads a SCHEDULED launch's table an item ahead (not with Q_AHEAD, Q_REGS or Q_EARLY)")
+    gl.static_assert(not TABLE_AHEAD or (SCHEDULED and not Q_AHEAD and not Q_REGS),
+                     "TABLE_AHEAD reads a SCHEDULED launch's table an item ahead (not with Q_AHEAD or Q_REGS)")
     gl.static_assert(not HALF_DIAGONAL or (RUNG == 4 and not OWN_RANGES and not Q_REGS),
                      "HALF_DIAGONAL halves rung 4's lower consumer's diagonal tile (not with OWN_RANGES or Q_REGS)")
     gl.static_assert(not SPLIT_TAIL or (PERSISTENT and not SCHEDULED and not Q_AHEAD),
@@ -1733,17 +1746,15 @@ def rung_config(rung, head_dim, config=None):
         raise ValueError("Q_AHEAD loads a PERSISTENT program's next Q a whole item ahead; set PERSISTENT too")
     if cfg.get("Q_AHEAD") and cfg.get("Q_REGS"):
         raise ValueError("Q_AHEAD and Q_REGS both load the next item's Q early: choose one")
-    if cfg.get("Q_EARLY") and (not cfg.get("PERSISTENT") or cfg.get("OWN_RANGES") or cfg.get("Q_REGS")
-                               or cfg.get("Q_AHEAD")):
+    if cfg.get("Q_EARLY") and (not cfg.get("PERSISTENT") or cfg.get("Q_REGS") or cfg.get("Q_AHEAD")):
         raise ValueError("Q_EARLY loads a PERSISTENT program's next Q before the item's last P·V: it needs "
-                         "PERSISTENT, without OWN_RANGES, Q_REGS or Q_AHEAD")
+                         "PERSISTENT, without Q_REGS or Q_AHEAD")
     if cfg.get("CHAIN_RANGES") and (rung < 2 or cfg.get("OWN_RANGES") or cfg.get("Q_AHEAD") or cfg.get("Q_EARLY")):
         raise ValueError("CHAIN_RANGES pipelines the key ranges of rungs 2-4: it needs rung 2, 3 or 4, without "
                          "OWN_RANGES, Q_AHEAD or Q_EARLY")
-    if cfg.get("TABLE_AHEAD") and (not cfg.get("SCHEDULED") or cfg.get("Q_AHEAD") or cfg.get("Q_REGS")
-                                   or cfg.get("Q_EARLY")):
+    if cfg.get("TABLE_AHEAD") and (not cfg.get("SCHEDULED") or cfg.get("Q_AHEAD") or cfg.get("Q_REGS")):
         raise ValueError("TABLE_AHEAD reads a SCHEDULED launch's work table an item ahead: it needs SCHEDULED, "
-                         "without Q_AHEAD, Q_REGS or Q_EARLY")
+                         "without Q_AHEAD or Q_REGS")
     if cfg.get("SPLIT_TAIL") and (not cfg.get("PERSISTENT") or cfg.get("SCHEDULED") or cfg.get("Q_AHEAD")):
         raise ValueError("SPLIT_TAIL splits a paired PERSISTENT launch's last round into single tiles: it needs "
                          "PERSISTENT, without SCHEDULED or Q_AHEAD")

@@ -239,4 +239,10 @@ CONFIGS = {
                                                                 HALF_DIAGONAL=1, O_DIRECT=1)),
     "r4_n128b3_pingpong_scheduled_split_direct": (4, dict(BLOCK_N=128, NUM_BUFFERS=3, PINGPONG=1, PERSISTENT=1,
                                                           SCHEDULED=1, PRODUCER_REGS=32, SPLIT_EMPTY=1, O_DIRECT=1)),
+    # Q_EARLY with OWN_RANGES: the next item's Q loaded before each consumer's last P·V of its own range (and its
+    # trailing skips), in the deep rings of 64-key tiles the table runs at N = 512 causal
+    "r4_n64b5_persistent_own_pairplan_early": (4, dict(BLOCK_N=64, NUM_BUFFERS=5, PERSISTENT=1, SCHEDULED=2,
+                                                       TABLE_AHEAD=1, PRODUCER_REGS=32, OWN_RANGES=1, Q_EARLY=1)),
+    "r4_n64b4_persistent_own_pairplan_early": (4, dict(BLOCK_N=64, NUM_BUFFERS=4, PERSISTENT=1, SCHEDULED=2,
+                                                       TABLE_AHEAD=1, PRODUCER_REGS=32, OWN_RANGES=1, Q_EARLY=1)),
 }

@@ -129,7 +129,11 @@ def test_rounds_rotate_the_order_and_keep_the_median(tmp_path, monkeypatch):
     rows = bench_decode.run_sweep(tmp_path, shapes=[shape], names=["copy", "fa2"], tune=False, plot_png=False,
                                   rounds=3)
     by = {r["provider"]: r for r in rows}
-    t = len(calls) - 2 * 3             # ticks taken before the rounds (on a GPU build_copy times its candidates)
+    # ticks taken before the rounds (on a GPU build_copy first times its candidates, and after the rounds each
+    # provider's L2-resident time takes one more): the rounds' six calls start there, in the rotated order
+    t = int(by["copy"]["round_us"].split()[0]) - 1
+    a, b, *_ = round_fns = calls[t:t + 6]
+    assert a is not b and [fn is a for fn in round_fns] == [True, False, False, True, True, False]
     assert by["copy"]["round_us"] == f"{1 + t} {4 + t} {5 + t}" and float(by["copy"]["gpu_us"]) == 4 + t
     assert by["fa2"]["round_us"] == f"{2 + t} {3 + t} {6 + t}" and float(by["fa2"]["gpu_us"]) == 3 + t
     assert by["copy"]["rounds"] == by["fa2"]["rounds"] == 3

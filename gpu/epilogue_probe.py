@@ -66,37 +66,36 @@ WHOLE = {WRITE_OUT + RETURN: guarded(WRITE_OUT, indent="        ") + RETURN}
 MUTANTS = {name: mutant(attention_hopper, edits) for name, edits in {"no_epilogue": WHOLE, **PARTS, **WAY_OUT}.items()}
 
 
-def main(out, rounds=5, mode="whole"):
+def probe(path, shapes, variants, rounds, command):
+    """Time, at each (B, H, N, D, causal) of `shapes` (bf16), the table's config as shipped and as each mutant module
+    of `variants` {name: module}, each through a GluonPlan as fa2.attention launches it, beside SDPA's cuDNN backend,
+    in `rounds` interleaved rounds (fa2.testing.time_ms on rotating input sets); the shipped output checked against
+    cuDNN's first. A row per (shape, round, provider) to the CSV at `path`, `command` in its last column."""
     import fa2.gluon
     from fa2.plan import GluonPlan
 
-    names = ["no_epilogue"] + {"whole": [], "parts": list(PARTS), "way_out": list(WAY_OUT)}[mode]
-    variants = {name: MUTANTS[name] for name in names}
-    shapes = SHAPES if mode == "whole" else SHAPES[:1]
     families = dispatch.shipped_families("NVIDIA H200")
-    path = Path(out) / {"whole": "epilogue_probe.csv", "parts": "epilogue_parts.csv",
-                        "way_out": "epilogue_way_out.csv"}[mode]
     with open(path, "w", newline="") as file:
         writer = csv.writer(file)
         writer.writerow(["B", "H", "N", "D", "dtype", "causal", "config", "round", "provider", "ms", "rel_err",
                          "device", "torch", "command"])
-        for B, H, N, D in shapes:
+        for B, H, N, D, causal in shapes:
             sets = [[torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
                     for _ in range(4)]
             q, k, v = sets[0]
-            choice = dispatch.gluon_choice(q, k, v, True, D ** -0.5, families)
+            choice = dispatch.gluon_choice(q, k, v, causal, D ** -0.5, families)
             name = f"rung={choice[0]} " + " ".join(f"{key}={value}" for key, value in choice[1].items())
-            plans = {"shipped": GluonPlan(q, k, v, True, D ** -0.5, choice)}
+            plans = {"shipped": GluonPlan(q, k, v, causal, D ** -0.5, choice)}
             for variant, module in variants.items():
                 fa2.gluon.attention_hopper = module           # the plan takes the kernel from the package
                 try:
-                    plans[variant] = GluonPlan(q, k, v, True, D ** -0.5, choice)
+                    plans[variant] = GluonPlan(q, k, v, causal, D ** -0.5, choice)
                 finally:
                     fa2.gluon.attention_hopper = attention_hopper
 
-            def cudnn(q, k, v):
+            def cudnn(q, k, v, causal=causal):
                 with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
             fns = {p: lambda q, k, v, plan=plan: plan(q, k, v)[0] for p, plan in plans.items()}
             fns["sdpa_cudnn"] = cudnn
             err = rel_err(fns["shipped"](q, k, v), cudnn(q, k, v))
@@ -108,12 +107,21 @@ def main(out, rounds=5, mode="whole"):
             for p, ms_list, error in zip(names, times, errors):
                 assert not error, (p, error)
                 for r, ms in enumerate(ms_list):
-                    writer.writerow([B, H, N, D, "bf16", True, name, r, p, f"{ms:.5f}",
+                    writer.writerow([B, H, N, D, "bf16", causal, name, r, p, f"{ms:.5f}",
                                      f"{err:.2e}" if p == "shipped" else "", torch.cuda.get_device_name(),
-                                     torch.__version__, f"python gpu/epilogue_probe.py OUT {rounds}"
-                                     + ("" if mode == "whole" else f" {mode}")])
-                    print(f"({B}, {H}, {N}, {D}) round {r} {p:12s} {ms:.4f} ms", flush=True)
+                                     torch.__version__, command])
+                    print(f"({B}, {H}, {N}, {D}{', causal' if causal else ''}) round {r} {p:12s} {ms:.4f} ms",
+                          flush=True)
     return path
+
+
+def main(out, rounds=5, mode="whole"):
+    names = ["no_epilogue"] + {"whole": [], "parts": list(PARTS), "way_out": list(WAY_OUT)}[mode]
+    shapes = [shape + (True,) for shape in (SHAPES if mode == "whole" else SHAPES[:1])]
+    path = Path(out) / {"whole": "epilogue_probe.csv", "parts": "epilogue_parts.csv",
+                        "way_out": "epilogue_way_out.csv"}[mode]
+    return probe(path, shapes, {name: MUTANTS[name] for name in names}, rounds,
+                 f"python gpu/epilogue_probe.py OUT {rounds}" + ("" if mode == "whole" else f" {mode}"))
 
 
 if __name__ == "__main__":

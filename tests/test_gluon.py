@@ -136,6 +136,10 @@ def _barrier_wait(count, kind, t, c, NUM_BUFFERS, ring_slot, turn_phase, q_slots
     return True
 
 
+FREES = ("free", "sdone", "kfree")                     # a consumer's ops that release ring buffers (_RingModel.free)
+UNWAITED = FREES + ("load", "loadk", "loadv", "pass")   # ops that never wait: anyone may take them at any time
+
+
 class _RingModel:
     """The K/V ring of a program with a producer partition (rungs 3-4) in plain Python: barrier phase counts,
     the consumers' frees and the producer's loads, each asserted to be on time. Without SPLIT_EMPTY one empty
@@ -218,12 +222,12 @@ def _simulate_ring(rung, n_tiles, n_free, NUM_BUFFERS, ring_slot, rng, pingpong=
         for c, ops in agents:
             if ops:
                 kind, t = ops[0]
-                if kind in ("free", "sdone", "kfree", "load", "loadk", "loadv", "pass") or wait(kind, t, c):
+                if kind in UNWAITED or wait(kind, t, c):
                     ready.append((c, ops))
         assert ready, f"deadlock: {[(c, ops[:1]) for c, ops in agents]}"
         c, ops = _pick(rng, ready)
         kind, t = ops.pop(0)
-        if kind in ("free", "sdone", "kfree"):
+        if kind in FREES:
             ring.free(kind, t)
             if rung < 3 and kind == "free" and t + NUM_BUFFERS < n_tiles:      # the predicated refill
                 ring.load("load", t + NUM_BUFFERS)
@@ -380,9 +384,7 @@ def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=Fals
                 if kind == "store_wait":
                     if len(pending[c]) <= t:
                         ready.append((c, o))
-                elif kind in ("free", "sdone", "kfree", "load", "loadk", "loadv", "pass", "qload", "qdone",
-                              "store") or \
-                        wait(kind, t, c):
+                elif kind in UNWAITED + ("qload", "qdone", "store") or wait(kind, t, c):
                     ready.append((c, o))
         assert ready, f"deadlock: {[(c, o[:1]) for c, o in agents]}"
         if len(ready) > 1 and ready[-1][0] == "stores" and rng.random() < 0.9:
@@ -395,7 +397,7 @@ def _simulate_persistent(rung, items, NUM_BUFFERS, ring_slot, rng, pingpong=Fals
         kind, t = o.pop(0)
         if kind == "sdone" and not q_regs:
             assert any(key[0] == c for key in reading), f"S of tile {t} done after consumer {c} let go of its Q"
-        if kind in ("free", "sdone", "kfree"):
+        if kind in FREES:
             ring.free(kind, t)
         elif kind.startswith("load"):
             ring.load(kind, t)
@@ -1053,17 +1055,19 @@ def _own_early_at(first, lower, free, stop, pingpong, before="v"):
     return 4 * first + max(j for j, (kind, _) in enumerate(own) if kind == before)
 
 
-def _own_item(hopper, m_start, nq, nk, BN, causal, window_left, pingpong, BM=128):
-    """(n_tiles, per-consumer ops, turns) of the 128-row program at m_start under OWN_RANGES."""
+def _own_item(hopper, m_start, nq, nk, BN, causal, window_left, pingpong, BM=128, before="v"):
+    """(n_tiles, per-consumer ops, turns, per-consumer Q_EARLY load points (_own_early_at, `before`)) of the
+    128-row program at m_start under OWN_RANGES."""
     kv_start, _, _, kv_end = hopper.kv_range(m_start, nq, nk, BM, BN, causal, window_left)
     tiles = lambda key: -(-(key - kv_start) // BN)
     owns = [hopper.own_range(m_start, c, nq, nk, BM // 2, BN, causal, window_left, kv_start, kv_end)
             for c in (0, 1)]
     total = max(hopper.turns(*own, BN) for own in owns)
     n_tiles = max(tiles(kv_end), 0)
-    ops = [_own_consumer_ops(tiles(o[0]), tiles(o[1]), tiles(o[2]), tiles(o[3]), n_tiles, total, pingpong)
-           for o in owns]
-    return n_tiles, ops, total
+    own_tiles = [[tiles(key) for key in own] for own in owns]
+    ops = [_own_consumer_ops(*own, n_tiles, total, pingpong) for own in own_tiles]
+    early = [_own_early_at(*own, pingpong, before) for own in own_tiles]
+    return n_tiles, ops, total, early
 
 
 @pytest.mark.parametrize("causal,window_left", [(False, -1)] + [(True, w) for w in WINDOWS])
@@ -1111,10 +1115,21 @@ def test_own_ranges_ring_and_turns(hopper, NUM_BUFFERS, pingpong, BLOCK_N, split
     for nq, nk in _tile_cases(BM, BLOCK_N):
         for causal, window_left in ((False, -1), (True, -1), (True, 100), (True, 300), (True, 0)):
             for m_start in range(0, nq, BM):
-                n_tiles, ops, _ = _own_item(hopper, m_start, nq, nk, BLOCK_N, causal, window_left, pingpong)
+                n_tiles, ops, _, _ = _own_item(hopper, m_start, nq, nk, BLOCK_N, causal, window_left, pingpong)
                 for _ in range(3):
                     _simulate_ring(4, n_tiles, 0, NUM_BUFFERS, hopper.ring_slot, rng, pingpong, hopper.turn_phase,
                                    consumer_ops=ops, split=split)
+
+
+def _own_program_items(hopper, nq, nk, BN, causal, window_left, pid, programs, before="v"):
+    """The OWN_RANGES items of persistent program pid (one query tile every `programs`, longest first), each with
+    its consumers' Q_EARLY load points (_own_early_at)."""
+    BM = 128
+    items = []
+    for m in range(-(-nq // BM) - 1 - pid, -1, -programs):
+        n_tiles, ops, total, early = _own_item(hopper, m * BM, nq, nk, BN, causal, window_left, True, before=before)
+        items.append(dict(n_tiles=n_tiles, ops=ops, turns=total, early=early))
+    return items
 
 
 @pytest.mark.parametrize("NUM_BUFFERS", [2, 3])
@@ -1128,30 +1143,9 @@ def test_own_ranges_persistent_ring_and_turns(hopper, NUM_BUFFERS, split):
     BM, BN, programs = 128, 64, 3
     for nq, nk in _tile_cases(BM, BN)[::2]:
         for causal, window_left in ((True, -1), (True, 100), (False, -1)):
-            num_m = -(-nq // BM)
-            for pid in range(min(programs, num_m)):
-                items = []
-                for m in range(num_m - 1 - pid, -1, -programs):
-                    n_tiles, ops, total = _own_item(hopper, m * BM, nq, nk, BN, causal, window_left, True)
-                    items.append(dict(n_tiles=n_tiles, ops=ops, turns=total))
+            for pid in range(min(programs, -(-nq // BM))):
+                items = _own_program_items(hopper, nq, nk, BN, causal, window_left, pid, programs)
                 _simulate_persistent(4, items, NUM_BUFFERS, hopper.ring_slot, rng, True, hopper.turn_phase, split)
-
-
-def _own_program_items(hopper, nq, nk, BN, causal, window_left, pid, programs, before="v"):
-    """The OWN_RANGES items of persistent program pid (one query tile every `programs`, longest first), each with
-    its consumers' Q_EARLY load points (_own_early_at)."""
-    BM = 128
-    items = []
-    for m in range(-(-nq // BM) - 1 - pid, -1, -programs):
-        n_tiles, ops, total = _own_item(hopper, m * BM, nq, nk, BN, causal, window_left, True)
-        kv_start, _, _, kv_end = hopper.kv_range(m * BM, nq, nk, BM, BN, causal, window_left)
-        tiles = lambda key: -(-(key - kv_start) // BN)
-        early = []
-        for c in (0, 1):
-            own = hopper.own_range(m * BM, c, nq, nk, BM // 2, BN, causal, window_left, kv_start, kv_end)
-            early.append(_own_early_at(*(tiles(key) for key in own), True, before))
-        items.append(dict(n_tiles=n_tiles, ops=ops, turns=total, early=early))
-    return items
 
 
 @pytest.mark.parametrize("NUM_BUFFERS", [2, 5])

@@ -1269,14 +1269,14 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
     m_i = gl.full([Q_ROWS], float("-inf"), gl.float32, row_layout)
     l_i = gl.zeros([Q_ROWS], gl.float32, row_layout)
     acc = gl.zeros([Q_ROWS, HEAD_DIM], gl.float32, o_layout)
+    has_next = count + 1 < n_items
+    next_q = None
+    if Q_EARLY:                 # the next item's Q loads before this item's (OWN_RANGES: own range's) last P·V
+        next_q = _next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
+                         CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED, TABLE_AHEAD, u_next)
     if OWN_RANGES:
         start, own_free_start, own_free_end, end, item_turns = _own_work(
             m_prog, CONSUMER, N_Q, N_KV, window_left, kv_start, kv_end, IS_CAUSAL, WINDOW, Q_ROWS, BLOCK_N)
-        has_next = count + 1 < n_items
-        next_q = None
-        if Q_EARLY:                                  # the next item's Q loads before the own range's last P·V
-            next_q = _next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP,
-                             schedule_ptr, CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED, TABLE_AHEAD, u_next)
         acc, m_i, l_i = _attend_own(acc, m_i, l_i, q_op, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
                                     empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, kv_end, start,
                                     own_free_start, own_free_end, end, item_turns, N_KV, diagonal, qk_scale,
@@ -1286,11 +1286,8 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
         if Q_EARLY:
             if has_next & (end <= start):            # no own key tile: no last P·V to load it at
                 _issue_q(next_q)
-    elif Q_EARLY:                                    # the next item's Q loads before this item's last P·V
+    elif Q_EARLY:
         item_turns = _turns(kv_start, free_start, free_end, kv_end, BLOCK_N)
-        has_next = count + 1 < n_items
-        next_q = _next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
-                         CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED, TABLE_AHEAD, u_next)
         acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_op, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
                                     empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, free_start,
                                     free_end, kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW,

@@ -31,6 +31,9 @@ from fa2.gluon import attention_hopper, dispatch
 from fa2.testing import mutant, rel_err, time_ms
 
 SHAPES = [(32, 32, 512, 128), (8, 32, 512, 128), (8, 32, 2048, 128)]       # bf16, causal
+# (B, H, N, D, causal), bf16: the Gluon kernel's headline shapes (rescale_probe.py, mask_probe.py)
+HEADLINE_SHAPES = [(32, 32, 512, 128, True), (8, 32, 2048, 128, True), (1, 32, 8192, 128, True),
+                   (8, 32, 2048, 128, False)]
 LSE = "    gl.store(lse_ptr + pid_bh.to(gl.int64) * N_Q + offs_m, lse, mask=offs_m < N_Q)\n"
 STORE = ("    gl.thread_barrier()\n    q_tile.store(o)\n    fence_async_shared()\n"
          "    tma.async_copy_shared_to_global(o_desc, [off_b, off_h, m_start, 0], q_smem)\n")

@@ -13,11 +13,9 @@ at the Gluon kernel's headline shapes (gpu/epilogue_probe.py's probe), in ROUNDS
 import sys
 from pathlib import Path
 
-from epilogue_probe import probe
+from epilogue_probe import HEADLINE_SHAPES, probe
 from fa2.gluon import attention_hopper
 from fa2.testing import mutant
-
-from rescale_probe import SHAPES
 
 BOUNDS = ("        visible = offs_n[None, :] < N_KV\n        if IS_CAUSAL:\n"
           "            visible = visible & (offs_n[None, :] <= offs_m[:, None] + diagonal)\n")
@@ -30,7 +28,8 @@ MUTANTS = {"causal_only": mutant(attention_hopper, {BOUNDS: CAUSAL_ONLY}),
 
 
 def main(out, rounds=5):
-    return probe(Path(out) / "mask_probe.csv", SHAPES, MUTANTS, rounds, f"python gpu/mask_probe.py OUT {rounds}")
+    return probe(Path(out) / "mask_probe.csv", HEADLINE_SHAPES, MUTANTS, rounds,
+                 f"python gpu/mask_probe.py OUT {rounds}")
 
 
 if __name__ == "__main__":

@@ -15,13 +15,10 @@ rescale could save, before the cost of deciding when to skip it (a reduction ove
 import sys
 from pathlib import Path
 
-from epilogue_probe import guarded, probe
+from epilogue_probe import HEADLINE_SHAPES, guarded, probe
 from fa2.gluon import attention_hopper
 from fa2.testing import mutant
 
-# (B, H, N, D, causal), bf16: the Gluon kernel's headline shapes
-SHAPES = [(32, 32, 512, 128, True), (8, 32, 2048, 128, True), (1, 32, 8192, 128, True),
-          (8, 32, 2048, 128, False)]
 # the steady-state step's rescale (the line before makes it unique: _score_tile's is the first tile's, O = 0)
 RESCALE = "             BLOCK_N, NUM_BUFFERS, PRODUCER, base)\n    acc = _rescale(acc, alpha, o_layout)\n"
 EDIT = {RESCALE: "             BLOCK_N, NUM_BUFFERS, PRODUCER, base)\n"
@@ -30,7 +27,7 @@ MUTANTS = {"no_rescale": mutant(attention_hopper, EDIT)}       # built on import
 
 
 def main(out, rounds=5):
-    return probe(Path(out) / "rescale_probe.csv", SHAPES, MUTANTS, rounds,
+    return probe(Path(out) / "rescale_probe.csv", HEADLINE_SHAPES, MUTANTS, rounds,
                  f"python gpu/rescale_probe.py OUT {rounds}")
 
 

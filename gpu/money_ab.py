@@ -4,7 +4,8 @@ rotated each round), each time with fa2.testing.time_ms (median of do_bench, 100
 
     python gpu/money_ab.py OUT [ROUNDS] [NAME,...] [SHAPE,...]   # OUT/money_ab.csv: a row per (shape, round, provider)
 
-SHAPE: BxHxNxD then c (causal) or f (not), e.g. 32x32x512x128c; default the two above (bf16 always).
+SHAPE: BxHxNxD then c (causal) or f (not), e.g. 32x32x512x128c, bf16; a trailing "h" makes it fp16
+(8x32x512x128ch); default the two above.
 
 Providers: chapter 6's kernel (fa2_ch6), fa2.attention (the shipped Gluon table's choice), SDPA cuDNN, and the
 Gluon candidates r4_n64b3_pingpong and r4_n64b3_pingpong_persistent (or the named ones) through a GluonPlan
@@ -22,16 +23,18 @@ from fa2.gluon.candidates import CONFIGS
 from fa2.testing import time_ms
 from gluon_check import gluon_provider
 
-SHAPES = [(8, 32, 2048, 128, True), (1, 32, 8192, 128, True)]
+SHAPES = [(8, 32, 2048, 128, True, "bf16"), (1, 32, 8192, 128, True, "bf16")]
 GLUON = ("r4_n64b3_pingpong", "r4_n64b3_pingpong_persistent")
 
 
 def parse_shape(text):
-    """(B, H, N, D, causal) of '32x32x512x128c'."""
-    B, H, N, D = (int(x) for x in text[:-1].split("x"))
-    if text[-1] not in "cf":
-        raise SystemExit(f"a shape ends in c (causal) or f (not), got {text!r}")
-    return B, H, N, D, text[-1] == "c"
+    """(B, H, N, D, causal, dtype) of '32x32x512x128c' (bf16) or '32x32x512x128ch' (fp16)."""
+    dtype = "fp16" if text.endswith("h") else "bf16"
+    body = text[:-1] if dtype == "fp16" else text
+    if not body or body[-1] not in "cf":
+        raise SystemExit(f"a shape ends in c (causal) or f (not), then h for fp16, got {text!r}")
+    B, H, N, D = (int(x) for x in body[:-1].split("x"))
+    return B, H, N, D, body[-1] == "c", dtype
 
 
 def main(out, rounds=5, gluon=GLUON, shapes=SHAPES):
@@ -43,9 +46,10 @@ def main(out, rounds=5, gluon=GLUON, shapes=SHAPES):
         writer = csv.writer(file)
         writer.writerow(["B", "H", "N", "D", "dtype", "causal", "round", "provider", "ms", "device", "torch",
                          "command"])
-        for B, H, N, D, causal in shapes:
-            shape = fb.Shape(B=B, H=H, Hkv=H, N=N, D=D, dtype="bf16", causal=causal)
-            sets = [[torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
+        for B, H, N, D, causal, dtype in shapes:
+            shape = fb.Shape(B=B, H=H, Hkv=H, N=N, D=D, dtype=dtype, causal=causal)
+            torch_dtype = torch.float16 if dtype == "fp16" else torch.bfloat16
+            sets = [[torch.randn(B, H, N, D, device="cuda", dtype=torch_dtype) for _ in range(3)]
                     for _ in range(4)]
             fns = []
             for p in providers:
@@ -58,11 +62,11 @@ def main(out, rounds=5, gluon=GLUON, shapes=SHAPES):
                 for p, fn in order:
                     with p.context():
                         ms = time_ms(fn, sets)
-                    writer.writerow([B, H, N, D, "bf16", causal, r, p.name, f"{ms:.5f}",
+                    writer.writerow([B, H, N, D, dtype, causal, r, p.name, f"{ms:.5f}",
                                      torch.cuda.get_device_name(), torch.__version__,
                                      " ".join(["python gpu/money_ab.py OUT", str(rounds), *sys.argv[3:5]])])
                     file.flush()
-                    print(f"{(B, H, N, D, causal)} round {r} {p.name:32s} {ms:.4f} ms", flush=True)
+                    print(f"{(B, H, N, D, causal, dtype)} round {r} {p.name:32s} {ms:.4f} ms", flush=True)
     return 0
 
 

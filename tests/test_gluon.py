@@ -23,7 +23,7 @@ RUNGS = (1, 2, 3, 4)
 # Options that were measured and are not shipped (no table runs them; test_unshipped_options_are_in_no_table keeps
 # this true). Their host checks run everywhere; their sm_90 compiles (5-30 s each on two cores) with
 # FA2_GLUON_ALL=1, which gpu/checks.sh sets when it runs every test on the GPU machine.
-UNSHIPPED = ("CHAIN_RANGES", "Q_EARLY", "O_DIRECT", "Q_AHEAD", "SPLIT_TAIL", "SWAP_ROWS", "ONE_LOOP")
+UNSHIPPED = ("CHAIN_RANGES", "Q_EARLY", "O_DIRECT", "Q_AHEAD", "SPLIT_TAIL", "SWAP_ROWS", "ONE_LOOP", "O_IN_Q")
 unshipped_compile = pytest.mark.skipif(os.environ.get("FA2_GLUON_ALL") != "1",
                                        reason="compiles a config no table ships (FA2_GLUON_ALL=1 runs it)")
 # Shipped configs (fa2/configs/NVIDIA_H200.gluon.json; tests/test_gluon_rungs.py compiles each of them too, so the
@@ -619,6 +619,29 @@ def test_o_direct_frees_the_o_buffers(hopper):
     assert [p.name for p in hopper._attention_fwd_hopper.params][13] == "o_ptr"
 
 
+def test_o_in_q_is_checked(hopper):
+    """O_IN_Q needs PERSISTENT and excludes O_DIRECT, Q_REGS, Q_AHEAD and Q_EARLY (host checks; the kernel
+    static_asserts them)."""
+    _refused(hopper, "O_IN_Q", (({}, "PERSISTENT"),) + tuple(
+        ({"PERSISTENT": 1, flag: 1}, flag) for flag in ("O_DIRECT", "Q_REGS", "Q_AHEAD", "Q_EARLY")))
+    assert hopper.rung_config(4, 128, dict(SHORT_CAUSAL, O_IN_Q=1))["O_IN_Q"]
+
+
+@unshipped_compile
+def test_o_in_q_frees_the_o_buffers(hopper):
+    """With O_IN_Q the (32, 32, 512, 128) causal config compiles for sm_90 without spills in the shared memory of
+    its two O staging buffers less (16 KB each: 64 rows of 128 bf16), and that room takes a sixth 64-key K/V buffer
+    within an H100's shared memory."""
+    plain = hopper.compile_rung(4, 128, torch.bfloat16, True, config=SHORT_CAUSAL).metadata.shared
+    in_q = hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(SHORT_CAUSAL, O_IN_Q=1))
+    usage = hopper.resource_usage(in_q)
+    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
+    freed = plain - usage["shared"]                  # the two O tiles (and their alignment)
+    assert 2 * 64 * 128 * 2 <= freed < 2 * 64 * 128 * 2 + 128, (plain, usage["shared"])
+    deeper = hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(SHORT_CAUSAL, O_IN_Q=1, NUM_BUFFERS=6))
+    assert deeper.metadata.shared <= H100_SHARED
+
+
 def test_q_ahead_is_checked(hopper):
     """Q_AHEAD needs PERSISTENT and excludes Q_REGS (host checks; the kernel static_asserts both)."""
     with pytest.raises(ValueError, match="PERSISTENT"):
@@ -1027,6 +1050,24 @@ def test_scheduled_launch_passes_its_table(hopper, monkeypatch):
     assert torch.equal(scalars[-1], expected)
     _, _, scalars, constexprs, _ = hopper.gluon_launch(q, q, q, torch.empty_like(q), True, 0.125, 4, None)
     assert scalars[-1].dtype == torch.int32 and scalars[-1].numel() == 1 and constexprs["SCHEDULED"] is False
+
+
+def test_programs_per_sm_sizes_the_persistent_grid(hopper, monkeypatch):
+    """PROGRAMS_PER_SM: a PERSISTENT launch takes at most that many programs per SM (never more than its units, a
+    paired causal launch's pairs of query tiles); without PERSISTENT it is an error that names it."""
+    monkeypatch.setattr(hopper, "_sm_count", lambda device: 132)
+    q = torch.zeros(2, 64, 1000, 128, dtype=torch.bfloat16)
+    config = dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, maxnreg=128, PERSISTENT=1)
+    grid = lambda causal, **more: hopper.gluon_launch(q, q, q, torch.empty_like(q), causal, 0.125, 3,
+                                                      dict(config, **more))[0]
+    assert grid(False) == (132, 1, 1) and grid(False, PROGRAMS_PER_SM=2) == (264, 1, 1)
+    assert grid(True, PROGRAMS_PER_SM=3) == (396, 1, 1)
+    small = torch.zeros(1, 2, 300, 128, dtype=torch.bfloat16)      # 5 query tiles of 64 rows a head: 3 pairs
+    launch = hopper.gluon_launch(small, small, small, torch.empty_like(small), True, 0.125, 3,
+                                 dict(config, PROGRAMS_PER_SM=2))
+    assert launch[0] == (hopper.units(5, 2, True), 1, 1) == (6, 1, 1)
+    with pytest.raises(ValueError, match="PROGRAMS_PER_SM"):
+        hopper.rung_config(3, 128, dict(BLOCK_M=64, PROGRAMS_PER_SM=2))
 
 
 # ------------------------------------------------------------------------------------------ OWN_RANGES

@@ -58,8 +58,13 @@ before its last P·V, ``CHAIN_RANGES``
 consumers trade row halves on odd items, and ``ONE_LOOP`` (persistent): an item's key range in one pipeline, its
 masked tiles picked at run time (1) or every tile masked (2) (all seven measured and checked, not shipped:
 slower, level, or faster by less than the table's 3 %). ``O_DIRECT`` (persistent): O stored from registers to
-``o_ptr`` without the staging buffer (checked; 0.64-0.97x the time without it, not shipped). Chapter 12's
-appendix on short work items (book/appendix_short_items.ipynb) measures each.
+``o_ptr`` without the staging buffer (checked; 0.64-0.97x the time without it, not shipped). ``O_IN_Q``
+(persistent): O staged in the consumer's own Q buffer, the next item's Q loaded once the TMA store has read it, which
+leaves the O buffers' shared memory to a deeper K/V ring (checked; slower at every shape timed, not shipped).
+``PROGRAMS_PER_SM`` (persistent, host side): the grid takes up to that many programs per SM -- rung 3 on 64-row
+tiles at 128 registers a thread fits two, two consumer warpgroups an SM that run one copy of the code (shipped for
+causal D = 128 at N = 512 from B·H = 128 to 512). Chapter 12's appendix on short work items
+(book/appendix_short_items.ipynb) measures each.
 """
 
 import math
@@ -1164,7 +1169,8 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
                          HALF_DIAGONAL: gl.constexpr = False, Q_EARLY: gl.constexpr = False,
                          CHAIN_RANGES: gl.constexpr = False, TABLE_AHEAD: gl.constexpr = False,
                          SPLIT_TAIL: gl.constexpr = False, SWAP_ROWS: gl.constexpr = False,
-                         ONE_LOOP: gl.constexpr = False, O_DIRECT: gl.constexpr = False):
+                         ONE_LOOP: gl.constexpr = False, O_DIRECT: gl.constexpr = False,
+                         O_IN_Q: gl.constexpr = False):
     """PERSISTENT (rungs 3-4): consumer CONSUMER over its work items (_work_item, _persistent_item). Its Q rows
     have one shared buffer: the next item's Q is loaded (by this consumer) as soon as the last wgmma that reads
     this item's Q has completed, so the load overlaps this item's epilogue; Q_EARLY: before the item's last P·V
@@ -1172,13 +1178,13 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
     item k's in buffer k % 2, and item k + 1's Q loaded when item k starts (the loop takes two items a turn, so
     that each buffer is picked by a constant index). O is staged in a buffer of its own and stored by TMA without
     waiting; the next item waits for that store (store_wait) only before staging its own O (O_DIRECT: no staging,
-    O stored from registers). The K/V ring and PINGPONG's
-    turns run on across items: `base` counts the tiles of earlier items, `turn_base` their turns. (Q and O
-    buffers are indexed by constants: a Q buffer picked by a run-time index gave wrong scores on the H200 --
-    gpu/persistent_debug.py.) TABLE_AHEAD (SCHEDULED): each item's table entry is loaded when the item before it
-    starts, so neither the item nor the next Q's load waits for a read of the table. SWAP_ROWS (rung 4): the two
-    consumers trade query-row halves on odd items (_row_half). ONE_LOOP: an item's key range in one pipeline
-    (_attend_all)."""
+    O stored from registers; O_IN_Q: O staged in the Q buffer, whose next Q then loads once O has left). The K/V
+    ring and PINGPONG's turns run on across items: `base` counts the tiles of earlier items, `turn_base` their
+    turns. (Q and O buffers are indexed by constants: a Q buffer picked by a run-time index gave wrong scores on the
+    H200 -- gpu/persistent_debug.py.) TABLE_AHEAD (SCHEDULED): each item's table entry is loaded when the item
+    before it starts, so neither the item nor the next Q's load waits for a read of the table. SWAP_ROWS (rung 4):
+    the two consumers trade query-row halves on odd items (_row_half). ONE_LOOP: an item's key range in one
+    pipeline (_attend_all)."""
     (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars,
      turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left, schedule_ptr, o_ptr) = args
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
@@ -1216,7 +1222,7 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
                                                NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
                                                OWN_RANGES, Q_REGS, Q_AHEAD, CONSUMER, HALF_DIAGONAL, Q_EARLY,
                                                CHAIN_RANGES, TABLE_AHEAD, u_cur, u_next, SPLIT_TAIL, SWAP_ROWS,
-                                               ONE_LOOP, O_DIRECT)
+                                               ONE_LOOP, O_DIRECT, O_IN_Q)
     tma.store_wait(0)
 
 
@@ -1228,10 +1234,13 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
                      HALF_DIAGONAL: gl.constexpr = False, Q_EARLY: gl.constexpr = False,
                      CHAIN_RANGES: gl.constexpr = False, TABLE_AHEAD: gl.constexpr = False, u_cur=0, u_next=0,
                      SPLIT_TAIL: gl.constexpr = False, SWAP_ROWS: gl.constexpr = False,
-                     ONE_LOOP: gl.constexpr = False, O_DIRECT: gl.constexpr = False):
+                     ONE_LOOP: gl.constexpr = False, O_DIRECT: gl.constexpr = False,
+                     O_IN_Q: gl.constexpr = False):
     """Consumer CONSUMER's work item `count` of its program, its Q in buffer Q_SLOT (the item's (count // 2)-th
     use of it under Q_AHEAD, its count-th otherwise): returns (base, turn_base) advanced past the item.
-    O_DIRECT: O stored from registers (_store_out) instead of staged for a TMA store (_write_out)."""
+    O_DIRECT: O stored from registers (_store_out) instead of staged for a TMA store (_write_out). O_IN_Q: O staged
+    in the Q buffer (every wgmma that reads Q is done), and the next item's Q loaded into it once the store has
+    read it."""
     (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars,
      turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left, schedule_ptr, o_ptr) = args
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
@@ -1244,7 +1253,7 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
     diagonal = N_KV - N_Q
     q_tile = q_smem.index(Q_SLOT).reshape([Q_ROWS, HEAD_DIM])
-    o_buf = o_smem.index(CONSUMER)
+    o_buf = o_smem.index(CONSUMER)                   # O_IN_Q: o_smem is q_smem, this consumer's Q buffer
     o_tile = o_buf.reshape([Q_ROWS, HEAD_DIM])
     PAIRED: gl.constexpr = (IS_CAUSAL and not WINDOW and not SCHEDULED) * (1 + SPLIT_TAIL)     # _units
 
@@ -1313,12 +1322,16 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
                                     True, True, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N, HEAD_DIM, NUM_BUFFERS,
                                     s_layout, o_layout, base, turn_base, HALF_DIAGONAL, None, 0, False, False,
                                     SWAP_ROWS, ONE_LOOP)
+    if O_IN_Q:                                       # every wgmma reading Q is done: O goes through its buffer,
+        _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q,
+                   dtype, o_layout)
+        tma.store_wait(0)                            # and the next item's Q comes once the store has read it
     if not Q_REGS and not Q_AHEAD and not Q_EARLY:   # every wgmma reading this Q is done: the next item's
         _load_next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
                      CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED, TABLE_AHEAD, u_next, SWAP_ROWS)
     if O_DIRECT:
         _store_out(acc, m_i, l_i, o_ptr, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, N_Q, dtype, o_layout)
-    else:
+    elif not O_IN_Q:
         tma.store_wait(0)                            # the previous item's O has left o_buf
         _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q,
                    dtype, o_layout)
@@ -1415,7 +1428,7 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
                           Q_AHEAD: gl.constexpr, HALF_DIAGONAL: gl.constexpr, Q_EARLY: gl.constexpr,
                           CHAIN_RANGES: gl.constexpr, TABLE_AHEAD: gl.constexpr, SPLIT_TAIL: gl.constexpr,
                           SWAP_ROWS: gl.constexpr, ONE_LOOP: gl.constexpr, O_DIRECT: gl.constexpr,
-                          num_warps: gl.constexpr):
+                          O_IN_Q: gl.constexpr, num_warps: gl.constexpr):
     """Grid (cdiv(N_Q, BLOCK_M), B·H), or PERSISTENT (rungs 3-4) at most one program per SM, each taking its
     units of the cdiv(N_Q, BLOCK_M)·BH query tiles round-robin (_units, _work_item). q_desc/o_desc: 4-D
     (B, H, N_Q, D) descriptors with (1, 1, BLOCK_M / C, D) boxes, C the rung's consumer partitions (consumers());
@@ -1455,12 +1468,15 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
                      "ONE_LOOP runs a PERSISTENT item's key range in one pipeline (rungs 2-4; not with OWN_RANGES, "
                      "Q_AHEAD, Q_EARLY or CHAIN_RANGES)")
     gl.static_assert(PERSISTENT or not O_DIRECT, "O_DIRECT stores a PERSISTENT program's O from registers")
+    gl.static_assert(not O_IN_Q or (PERSISTENT and not O_DIRECT and not Q_REGS and not Q_AHEAD and not Q_EARLY),
+                     "O_IN_Q stages a PERSISTENT program's O in its Q buffer (not with O_DIRECT, Q_REGS, Q_AHEAD "
+                     "or Q_EARLY)")
 
     if PERSISTENT:
         _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left, BH,
                     schedule_ptr, IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG,
                     SCHEDULED, OWN_RANGES, Q_REGS, SPLIT_EMPTY, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
-                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP, num_warps, o_ptr, O_DIRECT)
+                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP, num_warps, o_ptr, O_DIRECT, O_IN_Q)
     else:
         _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left,
                   IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG, OWN_RANGES,
@@ -1588,10 +1604,11 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
                 SPLIT_EMPTY: gl.constexpr, Q_AHEAD: gl.constexpr, HALF_DIAGONAL: gl.constexpr,
                 Q_EARLY: gl.constexpr, CHAIN_RANGES: gl.constexpr, TABLE_AHEAD: gl.constexpr,
                 SPLIT_TAIL: gl.constexpr, SWAP_ROWS: gl.constexpr, ONE_LOOP: gl.constexpr, num_warps: gl.constexpr,
-                o_ptr=None, O_DIRECT: gl.constexpr = False):
+                o_ptr=None, O_DIRECT: gl.constexpr = False, O_IN_Q: gl.constexpr = False):
     """PERSISTENT: the rung's partitions, each looping over the program's work items (_consumer_persistent,
     _producer_persistent); shared memory and barriers are set up once. O_DIRECT: no O staging buffers (O goes
-    from registers to o_ptr), which leaves their shared memory to the K/V ring."""
+    from registers to o_ptr), which leaves their shared memory to the K/V ring; O_IN_Q: no O staging buffers either,
+    O staged in the consumer's Q buffer once the item's last wgmma has read Q."""
     CONSUMERS: gl.constexpr = _consumers(RUNG)
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[2] * CONSUMERS
     pid = gl.program_id(0)
@@ -1599,8 +1616,8 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
     num_m = gl.cdiv(N_Q, BLOCK_M)
     Q_SLOTS: gl.constexpr = 2 if Q_AHEAD else 1
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [CONSUMERS * Q_SLOTS] + q_desc.block_type.shape, q_desc.layout)
-    if O_DIRECT:
-        o_smem = q_smem                                  # never written: O leaves from registers
+    if O_DIRECT or O_IN_Q:
+        o_smem = q_smem                                  # O_DIRECT: never written (O leaves from registers)
     else:
         o_smem = gl.allocate_shared_memory(o_desc.dtype, [CONSUMERS] + o_desc.block_type.shape, o_desc.layout)
     k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars, turn_bars = _ring(k_desc, v_desc, CONSUMERS, NUM_BUFFERS,
@@ -1614,10 +1631,10 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
                                     num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
-                                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP, O_DIRECT)),
+                                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP, O_DIRECT, O_IN_Q)),
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 1, SCHEDULED,
                                     num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
-                                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP, O_DIRECT)),
+                                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP, O_DIRECT, O_IN_Q)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
                                     BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
                                     NUM_BUFFERS, SCHEDULED, TABLE_AHEAD, SPLIT_TAIL)),
@@ -1626,7 +1643,7 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
                                     num_warps, False, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
-                                    TABLE_AHEAD, SPLIT_TAIL, False, ONE_LOOP, O_DIRECT)),
+                                    TABLE_AHEAD, SPLIT_TAIL, False, ONE_LOOP, O_DIRECT, O_IN_Q)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
                                     BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
                                     NUM_BUFFERS, SCHEDULED, TABLE_AHEAD, SPLIT_TAIL)),
@@ -1765,6 +1782,12 @@ def rung_config(rung, head_dim, config=None):
                          "without OWN_RANGES, Q_AHEAD, Q_EARLY or CHAIN_RANGES")
     if cfg.get("O_DIRECT") and not cfg.get("PERSISTENT"):
         raise ValueError("O_DIRECT stores a PERSISTENT program's O from registers; set PERSISTENT too")
+    if cfg.get("O_IN_Q") and (not cfg.get("PERSISTENT") or any(
+            cfg.get(flag) for flag in ("O_DIRECT", "Q_REGS", "Q_AHEAD", "Q_EARLY"))):
+        raise ValueError("O_IN_Q stages a PERSISTENT program's O in its Q buffer: it needs PERSISTENT, without "
+                         "O_DIRECT, Q_REGS, Q_AHEAD or Q_EARLY")
+    if cfg.get("PROGRAMS_PER_SM", 1) != 1 and not cfg.get("PERSISTENT"):
+        raise ValueError("PROGRAMS_PER_SM sizes a PERSISTENT launch's grid; set PERSISTENT too")
     if cfg.get("HALF_DIAGONAL") and (rung != 4 or cfg["BLOCK_N"] != 128 or cfg.get("OWN_RANGES") or cfg.get("Q_REGS")):
         raise ValueError("HALF_DIAGONAL halves the diagonal 128-key tile of rung 4's lower consumer: it needs rung 4 "
                          "and BLOCK_N=128, without OWN_RANGES or Q_REGS")
@@ -1782,7 +1805,8 @@ def _constexprs(rung, causal, cfg, window=False):
                 Q_EARLY=bool(cfg.get("Q_EARLY", False)), CHAIN_RANGES=bool(cfg.get("CHAIN_RANGES", False)),
                 TABLE_AHEAD=bool(cfg.get("TABLE_AHEAD", False)), SPLIT_TAIL=bool(cfg.get("SPLIT_TAIL", False)),
                 SWAP_ROWS=bool(cfg.get("SWAP_ROWS", False)), ONE_LOOP=int(cfg.get("ONE_LOOP", 0)),
-                O_DIRECT=bool(cfg.get("O_DIRECT", False)), num_warps=cfg["num_warps"])
+                O_DIRECT=bool(cfg.get("O_DIRECT", False)), O_IN_Q=bool(cfg.get("O_IN_Q", False)),
+                num_warps=cfg["num_warps"])
 
 
 def _options(cfg):
@@ -1924,7 +1948,8 @@ def gluon_launch(q, k, v, o, causal, scale, rung, config, window_left=-1):
     schedule = None
     if cfg.get("PERSISTENT"):   # one program per SM at most (rungs 3-4 fill an SM's registers), over the tiles
         paired = causal and window_left < 0 and not cfg.get("SCHEDULED")
-        num_m, programs = grid[0], max(1, min(units(grid[0], B * H, paired), _sm_count(q.device)))
+        per_sm = cfg.get("PROGRAMS_PER_SM", 1)    # more where a program holds half an SM (rung 3, 64 rows)
+        num_m, programs = grid[0], max(1, min(units(grid[0], B * H, paired), per_sm * _sm_count(q.device)))
         grid = (programs, 1, 1)
         if cfg.get("SCHEDULED"):
             costs = item_costs(num_m, N_Q, N_KV, cfg["BLOCK_M"], cfg["BLOCK_N"], causal, window_left)

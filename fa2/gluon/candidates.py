@@ -245,4 +245,31 @@ CONFIGS = {
                                                        TABLE_AHEAD=1, PRODUCER_REGS=32, OWN_RANGES=1, Q_EARLY=1)),
     "r4_n64b4_persistent_own_pairplan_early": (4, dict(BLOCK_N=64, NUM_BUFFERS=4, PERSISTENT=1, SCHEDULED=2,
                                                        TABLE_AHEAD=1, PRODUCER_REGS=32, OWN_RANGES=1, Q_EARLY=1)),
+    # rung 3 on 64-row tiles, persistent, two programs per SM (PROGRAMS_PER_SM; 8 warps at 128 registers and 96 KB of
+    # shared memory each): two consumer warpgroups per SM that run one copy of the code between them, as cuDNN's
+    # do, and drift apart as two programs, where rung 4's two consumer partitions are two copies of the code
+    "r3_m64n64b2_persistent_x2": (3, dict(BLOCK_M=64, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4, maxnreg=128,
+                                          PERSISTENT=1, PROGRAMS_PER_SM=2)),
+    "r3_m64n64b2_persistent_split_x2": (3, dict(BLOCK_M=64, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4, maxnreg=128,
+                                                PERSISTENT=1, SPLIT_EMPTY=1, PROGRAMS_PER_SM=2)),
+    "r3_m64n64b2_persistent_pairplan_x2": (3, dict(BLOCK_M=64, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4, maxnreg=128,
+                                                   PERSISTENT=1, SCHEDULED=2, TABLE_AHEAD=1, PROGRAMS_PER_SM=2)),
+    "r3_m64n64b2_persistent_early_x2": (3, dict(BLOCK_M=64, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4, maxnreg=128,
+                                                PERSISTENT=1, Q_EARLY=1, PROGRAMS_PER_SM=2)),
+    # O_IN_Q: O staged in the consumer's Q buffer (the next item's Q loads once the TMA store has read it), so no O
+    # staging buffers: a third 64-key K/V buffer fits two programs per SM (112 KB each), a sixth the 64-key rung-4
+    # ring, a third the 128-key one (224 KB)
+    "r3_m64n64b3_persistent_oinq_x2": (3, dict(BLOCK_M=64, BLOCK_N=64, NUM_BUFFERS=3, num_warps=4, maxnreg=128,
+                                               PERSISTENT=1, O_IN_Q=1, PROGRAMS_PER_SM=2)),
+    "r3_m64n64b3_persistent_split_oinq_x2": (3, dict(BLOCK_M=64, BLOCK_N=64, NUM_BUFFERS=3, num_warps=4,
+                                                     maxnreg=128, PERSISTENT=1, SPLIT_EMPTY=1, O_IN_Q=1,
+                                                     PROGRAMS_PER_SM=2)),
+    "r3_m64n64b2_persistent_split_oinq_x2": (3, dict(BLOCK_M=64, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4,
+                                                     maxnreg=128, PERSISTENT=1, SPLIT_EMPTY=1, O_IN_Q=1,
+                                                     PROGRAMS_PER_SM=2)),
+    "r4_n64b6_persistent_own_pairplan_oinq": (4, dict(BLOCK_N=64, NUM_BUFFERS=6, PERSISTENT=1, SCHEDULED=2,
+                                                      TABLE_AHEAD=1, PRODUCER_REGS=32, OWN_RANGES=1, O_IN_Q=1)),
+    "r4_n128b3_persistent_split_half_pairplan_oinq": (4, dict(BLOCK_N=128, NUM_BUFFERS=3, PERSISTENT=1,
+                                                              SCHEDULED=2, TABLE_AHEAD=1, PRODUCER_REGS=32,
+                                                              SPLIT_EMPTY=1, HALF_DIAGONAL=1, O_IN_Q=1)),
 }

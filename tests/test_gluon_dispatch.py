@@ -114,6 +114,37 @@ def test_newer_interleaved_runs_decide_the_shapes_they_timed():
     assert without[512]["config"] == {"A": 1}
 
 
+def test_a_candidate_timed_only_in_later_runs_competes_by_its_median():
+    """Pooled runs that timed different candidates: one added in the later two runs, faster than chapter 6's kernel
+    in both by more than the one timed in all four, is chosen (each run is its own baseline); one timed in a single
+    run is not, however fast it was there."""
+    names = {"gluon_a": (4, {"A": 1}), "gluon_b": (3, {"B": 1}), "gluon_c": (1, {"C": 1})}
+    rows = [row("fa2", 1.00, N=512), row("gluon_a", 0.90, N=512)]
+    early = [rounds("fa2_ch6", [1.2] * 3, N=512) + rounds("gluon_a", [1.0] * 3, N=512)] * 2
+    later = [rounds("fa2_ch6", [1.18] * 3, N=512) + rounds("gluon_a", [1.0] * 3, N=512)
+             + rounds("gluon_b", [0.9] * 3, N=512)] * 2
+    once = [rounds("fa2_ch6", [1.2] * 3, N=512) + rounds("gluon_c", [0.5] * 3, N=512)]
+    family = dispatch.build_families(rows, names, newer=early + later + once)[0]
+    assert family["interleaved_provider"] == "gluon_b" and family["config"] == {"B": 1}
+    assert family["interleaved"] == 5 and family["interleaved_speedup"] == round(1.18 / 0.9, 4)
+
+
+def test_a_shape_only_interleaved_runs_timed_is_a_family_of_its_own():
+    """A shape between the reference sweep's that interleaved runs timed with chapter 6's kernel becomes a family
+    decided by them (so N = 1024 no longer takes the N = 512 family's config on trust); rows without chapter 6's
+    kernel add nothing."""
+    names = {"gluon_a": (4, {"A": 1}), "gluon_b": (3, {"B": 1})}
+    rows = [row("fa2", 1.00, N=512), row("gluon_b", 0.80, N=512)]
+    run = (rounds("fa2_ch6", [1.2] * 3, N=1024) + rounds("gluon_a", [1.0] * 3, N=1024)
+           + rounds("gluon_b", [1.1] * 3, N=1024) + rounds("gluon_a", [1.0] * 3, N=4096))
+    families = {f["N"]: f for f in dispatch.build_families(rows, names, newer=[run, run])}
+    assert sorted(families) == [512, 1024]
+    assert families[512]["config"] == {"B": 1} and "interleaved_only" not in families[512]
+    assert families[1024]["config"] == {"A": 1} and families[1024]["interleaved_only"] is True
+    assert families[1024]["fa2_ms"] is None and "speedup" not in families[1024]
+    assert dispatch.nearest_family(list(families.values()), 128, "bf16", True, 1024, 32)["config"] == {"A": 1}
+
+
 def test_nearest_family_covers_a_factor_of_two_and_never_crosses_d_dtype_or_causal():
     families = [FAMILY, dict(FAMILY, N=512, BH=1024, rung=1)]
     assert dispatch.nearest_family(families, 128, "bf16", True, 8192, 32)["rung"] == 4
@@ -227,7 +258,8 @@ def test_shipped_table_is_its_measurement(table):
     done = dispatch.checked()
     for family in gluon:
         assert (family["rung"], dispatch._sorted_text(dispatch.config_text(family["config"]))) in done
-        assert family.get("interleaved_speedup", family["speedup"]) >= shipped["threshold"] >= 1.0
+        decided = family["interleaved_speedup"] if "interleaved" in family else family["speedup"]
+        assert decided >= shipped["threshold"] >= 1.0
     if "windows" in shipped:                  # the window families: rebuilt from their sweep the same way
         windows = dispatch.build_windows(read(shipped["windows_source"]), dispatch.candidates(done),
                                          shipped["threshold"])
@@ -239,19 +271,24 @@ def test_shipped_table_is_its_measurement(table):
 
 def test_the_headline_shape_runs_the_persistent_config_by_interleaved_rounds():
     """(8, 32, 2048, 128) bf16 causal: the persistent rung-4 config with 128-key tiles, K and V freed separately
-    and the lower consumer's diagonal tile halved (ping-pong) runs there, by interleaved rounds; four newer runs
-    (gluon_deep_table_ab_1/2.csv, gluon_o_direct_ab_1/2.csv, --newer) decide the shapes they timed: the same
-    config at (1, 32, 8192, 128) (1.2670x chapter 6's kernel in its worst run, against 1.2595x for the SCHEDULED
-    config without the halving it ran before), and at (32, 32, 512, 128) and (8, 32, 512, 128) the persistent
-    config with own key ranges and a 5-deep ring of 64-key tiles, its work from SCHEDULED=2's paired table
-    (1.1714x and 1.1687x)."""
+    and the lower consumer's diagonal tile halved (ping-pong) runs there, by interleaved rounds, and at
+    (1, 32, 8192, 128). Newer runs (--newer) decide the shapes they timed: at (32, 32, 512, 128) causal the
+    persistent config with own key ranges and a 5-deep ring of 64-key tiles (bf16 and fp16); at (8, 32, 512, 128)
+    causal and the shapes between the reference sweep's around it (B*H 128 and 512, interleaved runs alone),
+    rung 3 on 64-row tiles at two programs per SM; at N = 1024 with B*H = 256 (as near N = 512 as N = 2048) a
+    config of the longer shapes, the 128-key one in bf16 and the 64-key ring in fp16."""
     families = dispatch.shipped_families("NVIDIA H200")
+    choice = lambda B, N, dtype=torch.bfloat16: dispatch.gluon_choice(
+        *tensors(B=B, H=32, N_Q=N, N_KV=N, dtype=dtype), True, 0.088, families)
     money = (4, CONFIGS["r4_n128b2_pingpong_persistent_split_half"][1])
-    assert dispatch.gluon_choice(*tensors(B=8, N_Q=2048, N_KV=2048), True, 0.088, families) == money
-    assert dispatch.gluon_choice(*tensors(B=1, N_Q=8192, N_KV=8192), True, 0.088, families) == money
     deep = (4, CONFIGS["r4_n64b5_persistent_own_pairplan"][1])
-    for B in (32, 8):
-        assert dispatch.gluon_choice(*tensors(B=B, H=32, N_Q=512, N_KV=512), True, 0.088, families) == deep
+    two_per_sm = (3, CONFIGS["r3_m64n64b2_persistent_split_x2"][1])
+    assert choice(8, 2048) == money and choice(1, 8192) == money
+    for dtype in (torch.bfloat16, torch.float16):
+        assert choice(32, 512, dtype) == deep
+        assert choice(4, 512, dtype) == choice(8, 512, dtype) == choice(16, 512, dtype) == two_per_sm
+    assert choice(8, 1024) == money and choice(8, 1024, torch.float16) == deep
+    assert two_per_sm[1]["PROGRAMS_PER_SM"] == 2
 
 
 def test_chapter6_plan_is_made_with_the_dispatch_off(monkeypatch):

@@ -21,6 +21,8 @@ pytestmark = pytest.mark.skipif(not OK, reason=REASON)
 
 ALL = os.environ.get("FA2_GLUON_ALL") == "1"
 H100_SHARED = 227 * 1024        # the most shared memory one block may use on sm_90
+SM_SHARED = 228 * 1024          # an sm_90 SM's shared memory, for every block resident on it
+SM_REGISTERS = 64 * 1024        # an sm_90 SM's 32-bit registers
 RUNGS = (1, 2, 3, 4)
 CONFIGS = [(rung, D, torch.bfloat16, causal) for rung in RUNGS for D in (64, 128) for causal in (False, True)]
 CONFIGS += [(rung, D, torch.float16, causal) for rung in RUNGS for D in (64, 128) for causal in (False, True)
@@ -230,7 +232,7 @@ def test_constexprs_are_in_the_kernels_order(hopper):
 
 def _shipped_configs():
     """Every distinct (rung, config) the shipped H200 table runs (fa2.gluon.dispatch's families and windows), with
-    the first (D, dtype, causal, window) it runs at (D 128 bf16 first): 11 kernels."""
+    the first (D, dtype, causal, window) it runs at (D 128 bf16 first): 12 kernels."""
     import json
 
     from fa2.gluon import dispatch
@@ -271,9 +273,14 @@ def test_every_shipped_config_compiles_without_spills(hopper, rung, config, D, d
     limit = max(int(n) for n in usage["setmaxnreg"].split()) if rung >= 3 else 255
     assert usage["sass_registers"] <= limit, usage
     assert ("setmaxnreg" in kernel.asm["ptx"]) == (rung >= 3)
+    per_sm = config.get("PROGRAMS_PER_SM", 1)    # that many programs resident on one SM at once, or the grid waits
+    assert per_sm * (usage["shared"] + 1024) <= SM_SHARED, usage          # 1 KB of each block is the system's
+    assert per_sm * usage["registers"] * kernel.metadata.num_warps * 32 <= SM_REGISTERS, usage
 
 
 def test_the_shipped_configs_are_the_tables():
-    """The list above is not empty and covers both kinds the table ships (rung 1 and rung 4, a window among them)."""
+    """The list above is not empty and covers the kinds the table ships (rungs 1, 3 and 4, a window among them, rung 3
+    at two programs per SM)."""
     assert len(SHIPPED) >= 10
-    assert {rung for rung, *_ in SHIPPED} == {1, 4} and any(window for *_, window in SHIPPED)
+    assert {rung for rung, *_ in SHIPPED} == {1, 3, 4} and any(window for *_, window in SHIPPED)
+    assert any(config.get("PROGRAMS_PER_SM") == 2 for _, config, *_ in SHIPPED)

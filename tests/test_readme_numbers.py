@@ -104,12 +104,15 @@ def test_the_varlen_and_window_line_is_their_csvs():
 def test_the_gluon_line_is_the_shipped_table_and_gluon_sweep_csv():
     import json
     table = json.loads((ROOT / "fa2" / "configs" / "NVIDIA_H200.gluon.json").read_text())
-    gluon = [f for f in table["families"] if f["rung"] is not None]
+    swept = [f for f in table["families"] if not f.get("interleaved_only")]     # the reference run's shapes
+    between = [f for f in table["families"] if f.get("interleaved_only") and f["rung"] is not None]
+    gluon = [f for f in swept if f["rung"] is not None]
     speedups = [f["speedup"] for f in gluon]
     geomean = math.exp(sum(map(math.log, speedups)) / len(speedups))
-    assert (f"`fa2.attention` runs it at {len(gluon)} of the {len(table['families'])} shapes measured, where it was "
+    assert (f"`fa2.attention` runs it at {len(gluon)} of the {len(swept)} shapes measured, where it was "
             f"{truncated(min(speedups))}–{truncated(max(speedups))}× chapter 6's kernel (geometric mean "
-            f"{truncated(geomean)})") in README
+            f"{truncated(geomean)}), and at {len(between)} shapes between them that only interleaved runs "
+            f"timed") in README
     family = next(f for f in table["families"] if (f["D"], f["dtype"], f["causal"], f["N"], f["BH"]) ==
                   (128, "bf16", True, 2048, 256))
     assert f"At the headline shape that run timed it at {truncated(family['speedup'])}× chapter 6's kernel" in README
@@ -160,3 +163,22 @@ def test_the_count_of_shapes_where_cudnn_is_faster_is_reference_csv():
     slower = sum(float(p["fa2"]["ms"]) > float(p["sdpa_cudnn"]["ms"]) for p in shapes.values())
     assert f"Hopper kernel is faster than fa2 at many prefill shapes: at {slower} of the reference sweep's " \
            f"{len(shapes)}." in README.replace("\n", " ")
+
+
+def test_the_two_per_sm_sentence_is_the_table_and_both_reference_runs():
+    """The 0.3.17 sentence: the table's interleaved verdicts at (8, 32, 512, 128) causal, and fa2.attention's speed
+    over cuDNN's there in this reference run and in the one before (reference_v0316.csv), bf16 and fp16."""
+    import json
+    table = json.loads((ROOT / "fa2" / "configs" / "NVIDIA_H200.gluon.json").read_text())
+    at = {f["dtype"]: f for f in table["families"] if (f["D"], f["causal"], f["N"], f["BH"]) == (128, True, 512, 256)}
+    assert {f["interleaved_provider"] for f in at.values()} == {"gluon_r3_m64n64b2_persistent_split_x2"}
+
+    def speed(name, dtype):
+        providers = by_shape(read_rows(RESULTS / name))[(8, 32, 32, 512, 128, True, dtype)]
+        return truncated(float(providers["sdpa_cudnn"]["ms"]) / float(providers["fa2"]["ms"]))
+    assert (f"1.254× chapter 6's kernel in the worst of {at['bf16']['interleaved']} interleaved runs in bf16, "
+            f"{truncated(at['fp16']['interleaved_speedup'])}× in the worse of {at['fp16']['interleaved']} in fp16, "
+            f"where the reference run timed `fa2.attention` at {speed('reference.csv', 'bf16')}× and "
+            f"{speed('reference.csv', 'fp16')}× cuDNN's speed ({speed('reference_v0316.csv', 'bf16')}× and "
+            f"{speed('reference_v0316.csv', 'fp16')}× with the table before") in README.replace("\n", " ")
+    assert truncated(at["bf16"]["interleaved_speedup"]) == "1.254"

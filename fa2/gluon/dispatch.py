@@ -8,9 +8,10 @@ There is one family per shape of the reference sweep (B·H = "BH" heads in all, 
 of ``python gpu/gluon_sweep.py OUT SECONDS NAMES reference fa2`` on that GPU ("source"), with "rung" and "config"
 set where the fastest Gluon config beat chapter 6's kernel by at least ``threshold`` (time ratio) with its output
 checked against SDPA FLASH, and the win held up against the other committed runs that timed chapter 6's kernel
-at that shape ("others"; see build_families); None elsewhere. Only configs that passed gpu/gluon_check.py's fp64
-check on every case (book/results/gluon_check.csv) may be chosen. ``python -m fa2.gluon.dispatch CSV OUT_JSON
-[OTHER_CSV ...]`` builds the table.
+at that shape ("others"; see build_families); None elsewhere. Interleaved-rounds runs (gpu/money_ab.py) decide
+the shapes they timed, and a shape only they timed is a family of its own. Only configs that passed
+gpu/gluon_check.py's fp64 check on every case (book/results/gluon_check.csv) may be chosen.
+``python -m fa2.gluon.dispatch CSV OUT_JSON [OTHER_CSV ...]`` builds the table.
 
 A call is dispatched when everything the measurement covered holds -- an sm_90 GPU, a Triton with the Gluon API,
 fp16/bf16, D 64 or 128, N_Q == N_KV, as many KV heads as query heads, a positive scale, TMA-compatible tensors --
@@ -254,23 +255,34 @@ def build_families(rows, names, threshold=THRESHOLD, others=(), interleaved=(), 
     times move by a few per cent, now and then by ten: a single run's 3 % is not enough to switch kernels.)
 
     `interleaved`: the rows of interleaved-rounds runs (gpu/money_ab.py). Where they timed chapter 6's kernel and
-    candidates at a shape, they decide it instead: of the candidates timed in the most of those runs, the one
-    whose median beats chapter 6's median by the most in its worst run ("interleaved_speedup",
-    "interleaved_provider", "interleaved": the runs) runs there if that is at least `threshold`, and chapter 6's
-    kernel otherwise, whatever the single run said. Rounds that
+    candidates at a shape, they decide it instead. Each run gives a candidate its speedup there (chapter 6's
+    median / the candidate's); of the candidates timed in at least two of those runs (in one, where no candidate
+    was timed in two), the one with the best median speedup over its runs ("interleaved_provider") runs there if
+    its worst run's speedup ("interleaved_speedup"; "interleaved": the runs) is at least `threshold`, and chapter
+    6's kernel otherwise, whatever the single run said. (Each run is its own baseline, so runs that timed different
+    candidates can be pooled: a candidate added in later runs is not outranked by one that was merely timed more
+    often.) Rounds that
     alternate the providers see the same clocks and temperatures, which a run of one provider after another
     (the H200 is power-bound under sustained attention) does not.
 
     `newer`: interleaved runs made after those, with candidates the older runs did not time: at the shapes where
     they timed chapter 6's kernel they decide in place of `interleaved` ("interleaved_newer": True); elsewhere
-    the older runs still do."""
+    the older runs still do.
+
+    A shape that only interleaved runs timed (with chapter 6's kernel) is a family too ("interleaved_only": True,
+    no single-run fields), decided by them: a measured point between the reference sweep's, where the nearest
+    reference shape's config would otherwise be taken on trust (N = 1024 lies as near N = 512 as N = 2048)."""
     measured = _times(rows)
     other = [_times(r) for r in others]
     rounds = [_medians(r) for r in interleaved]
     newer_rounds = [_medians(r) for r in newer]
     families = []
-    for (D, dtype, causal, N, BH), times in sorted(measured.items()):
+    beyond = {key for r in rounds + newer_rounds for key, t in r.items() if "fa2" in t} - set(measured)
+    for (D, dtype, causal, N, BH) in sorted(set(measured) | beyond):
+        times = measured.get((D, dtype, causal, N, BH), {})
         entry = dict(D=D, dtype=dtype, causal=causal, N=N, BH=BH, rung=None, config=None, fa2_ms=times.get("fa2"))
+        if (D, dtype, causal, N, BH) in beyond:
+            entry.update(interleaved_only=True)
         gluon = {p: ms for p, ms in times.items() if p in names}
         if "fa2" in times and gluon:
             best = min(gluon, key=gluon.get)
@@ -286,15 +298,15 @@ def build_families(rows, names, threshold=THRESHOLD, others=(), interleaved=(), 
             entry.update(interleaved_newer=True)
         else:
             runs = [r[key] for r in rounds if "fa2" in r.get(key, {})]
-        count = {p: sum(p in run for run in runs) for p in names}
-        most = max(count.values(), default=0)                 # compared over the same runs: the most-timed ones
-        worst = {p: min(run["fa2"] / run[p] for run in runs if p in run)    # each one's worst run
-                 for p in names if most and count[p] == most}
-        if worst:
-            chosen = max(worst, key=worst.get)
+        speedups = {p: [run["fa2"] / run[p] for run in runs if p in run] for p in names}
+        most = max(map(len, speedups.values()), default=0)
+        enough = {p: s for p, s in speedups.items() if s and len(s) >= min(2, most)}   # two runs, where any has
+        if enough:
+            chosen = max(enough, key=lambda p: statistics.median(enough[p]))   # best median over its runs
+            worst = min(enough[chosen])
             entry.update(interleaved=len(runs), interleaved_provider=chosen,
-                         interleaved_speedup=round(worst[chosen], 4), rung=None, config=None)
-            if worst[chosen] >= threshold:
+                         interleaved_speedup=round(worst, 4), rung=None, config=None)
+            if worst >= threshold:
                 entry.update(rung=names[chosen][0], config=names[chosen][1])
         families.append(entry)
     return families
@@ -375,9 +387,11 @@ def main(argv=None):
     for f in families:
         if "interleaved" in f:
             verdict = "Gluon" if f["rung"] is not None else "chapter 6's kernel"
+            single = ("timed by them alone" if f.get("interleaved_only") else
+                      f"one run: {f.get('speedup', math.nan):.4f}x")
             print(f"  D={f['D']} {f['dtype']} causal={f['causal']} N={f['N']} B*H={f['BH']}: "
                   f"{f['interleaved_provider']} {f['interleaved_speedup']:.4f}x chapter 6's kernel in the worst of "
-                  f"{f['interleaved']} interleaved runs (one run: {f.get('speedup', float('nan')):.4f}x): {verdict}")
+                  f"{f['interleaved']} interleaved runs ({single}): {verdict}")
         elif "speedup" in f and (f["rung"] is not None or f["speedup"] >= THRESHOLD):
             verdict = "Gluon" if f["rung"] is not None else "kept on chapter 6 (not confirmed by the other runs)"
             print(f"  D={f['D']} {f['dtype']} causal={f['causal']} N={f['N']} B*H={f['BH']}: {f['provider']} "

@@ -276,7 +276,8 @@ def test_the_headline_shape_runs_the_persistent_config_by_interleaved_rounds():
     persistent config with own key ranges and a 5-deep ring of 64-key tiles (bf16 and fp16); at (8, 32, 512, 128)
     causal and the shapes between the reference sweep's around it (B*H 128 and 512, interleaved runs alone),
     rung 3 on 64-row tiles at two programs per SM; at N = 1024 with B*H = 256 (as near N = 512 as N = 2048) a
-    config of the longer shapes, the 128-key one in bf16 and the 64-key ring in fp16."""
+    config of the longer shapes, the 128-key one in bf16 and the 64-key ring in fp16; at D = 64 causal bf16 N = 2048
+    rung 1 with 128-key tiles."""
     families = dispatch.shipped_families("NVIDIA H200")
     choice = lambda B, N, dtype=torch.bfloat16: dispatch.gluon_choice(
         *tensors(B=B, H=32, N_Q=N, N_KV=N, dtype=dtype), True, 0.088, families)
@@ -289,6 +290,10 @@ def test_the_headline_shape_runs_the_persistent_config_by_interleaved_rounds():
         assert choice(4, 512, dtype) == choice(8, 512, dtype) == choice(16, 512, dtype) == two_per_sm
     assert choice(8, 1024) == money and choice(8, 1024, torch.float16) == deep
     assert two_per_sm[1]["PROGRAMS_PER_SM"] == 2
+    # D = 64 causal bf16 at N = 2048, B*H 128 and 512: rung 1 with 128-key tiles (gluon_x2_d64_ab_{1,2}.csv)
+    for B in (8, 32):
+        assert dispatch.gluon_choice(*tensors(B=B, H=16, Hkv=16, N_Q=2048, N_KV=2048, D=64), True, 0.125,
+                                     families) == (1, CONFIGS["r1_m64n128b2w4"][1])
 
 
 def test_chapter6_plan_is_made_with_the_dispatch_off(monkeypatch):

@@ -182,3 +182,14 @@ def test_the_two_per_sm_sentence_is_the_table_and_both_reference_runs():
             f"{speed('reference.csv', 'fp16')}× cuDNN's speed ({speed('reference_v0316.csv', 'bf16')}× and "
             f"{speed('reference_v0316.csv', 'fp16')}× with the table before") in README.replace("\n", " ")
     assert truncated(at["bf16"]["interleaved_speedup"]) == "1.254"
+
+
+def test_the_fourth_headline_run_is_headline_v0317_csv():
+    rows = read_rows(RESULTS / "headline_v0317.csv")
+    flash, cudnn = summarize(rows, "sdpa_flash"), summarize(rows, "sdpa_cudnn")
+    at = lambda B, H, N, D: by_shape(rows)[(B, H, H, N, D, True, "bf16")]
+    speed = lambda p: truncated(float(p["sdpa_cudnn"]["ms"]) / float(p["fa2"]["ms"]))
+    assert (f"[`headline_v0317.csv`](book/results/headline_v0317.csv): {truncated(flash['min'])}–"
+            f"{truncated(flash['max'])}× FA2 (geometric mean {truncated(flash['geomean'])}), {truncated(cudnn['min'])}–"
+            f"{truncated(cudnn['max'])}× cuDNN (geometric mean {truncated(cudnn['geomean'])}), (32, 32, 512, 128) causal "
+            f"at {speed(at(32, 32, 512, 128))}× and the money shot at {speed(at(8, 32, 2048, 128))}×") in README

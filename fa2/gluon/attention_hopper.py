@@ -60,7 +60,7 @@ masked tiles picked at run time (1) or every tile masked (2) (all seven measured
 slower, level, or faster by less than the table's 3 %). ``O_DIRECT`` (persistent): O stored from registers to
 ``o_ptr`` without the staging buffer (checked; 0.64-0.97x the time without it, not shipped). ``O_IN_Q``
 (persistent): O staged in the consumer's own Q buffer, the next item's Q loaded once the TMA store has read it, which
-leaves the O buffers' shared memory to a deeper K/V ring (checked; slower at every shape timed, not shipped).
+leaves the O buffers' shared memory to a deeper K/V ring (checked; slower where items are short, not shipped).
 ``PROGRAMS_PER_SM`` (persistent, host side): the grid takes up to that many programs per SM -- rung 3 on 64-row
 tiles at 128 registers a thread fits two, two consumer warpgroups an SM that run one copy of the code (shipped for
 causal D = 128 at N = 512 from B·H = 128 to 512). Chapter 12's appendix on short work items

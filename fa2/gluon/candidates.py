@@ -267,6 +267,14 @@ CONFIGS = {
     "r3_m64n64b2_persistent_split_oinq_x2": (3, dict(BLOCK_M=64, BLOCK_N=64, NUM_BUFFERS=2, num_warps=4,
                                                      maxnreg=128, PERSISTENT=1, SPLIT_EMPTY=1, O_IN_Q=1,
                                                      PROGRAMS_PER_SM=2)),
+    # rung 3 at two programs per SM with D = 64 in mind: 128-key tiles, or a third 64-key buffer (at D = 64 a
+    # program's Q, O and K/V ring take 48-112 KB; at D = 128 these run one program an SM)
+    "r3_m64n128b2_persistent_split_x2": (3, dict(BLOCK_M=64, BLOCK_N=128, NUM_BUFFERS=2, num_warps=4, maxnreg=128,
+                                                 PERSISTENT=1, SPLIT_EMPTY=1, PROGRAMS_PER_SM=2)),
+    "r3_m64n128b3_persistent_split_x2": (3, dict(BLOCK_M=64, BLOCK_N=128, NUM_BUFFERS=3, num_warps=4, maxnreg=128,
+                                                 PERSISTENT=1, SPLIT_EMPTY=1, PROGRAMS_PER_SM=2)),
+    "r3_m64n64b3_persistent_split_x2": (3, dict(BLOCK_M=64, BLOCK_N=64, NUM_BUFFERS=3, num_warps=4, maxnreg=128,
+                                                PERSISTENT=1, SPLIT_EMPTY=1, PROGRAMS_PER_SM=2)),
     "r4_n64b6_persistent_own_pairplan_oinq": (4, dict(BLOCK_N=64, NUM_BUFFERS=6, PERSISTENT=1, SCHEDULED=2,
                                                       TABLE_AHEAD=1, PRODUCER_REGS=32, OWN_RANGES=1, O_IN_Q=1)),
     "r4_n128b3_persistent_split_half_pairplan_oinq": (4, dict(BLOCK_N=128, NUM_BUFFERS=3, PERSISTENT=1,

@@ -51,9 +51,9 @@ ab_twice() {
 
 # check_and_time TAG "NEW ..." BASELINES SHAPES [LIMIT]: the NEW candidates against fp64 -- check_named's 96 cases and
 # gpu/gluon_window.py's 12 window cases, side by side -- then ab_twice TAG with the comma list BASELINES and the
-# candidates that passed both, at the comma list SHAPES. Logged to $OUT/TAG.log; the window check goes to
-# $OUT/gluon_window_check.csv. (half_diagonal.sh, q_early.sh, chain.sh, table_ahead.sh, nopp.sh, nopp_early.sh,
-# pairplan.sh); each timing run under LIMIT seconds (default 100).
+# candidates that passed both (BOTH, for the caller's later steps), at the comma list SHAPES. Logged to
+# $OUT/TAG.log; the window check goes to $OUT/gluon_window_check.csv. (half_diagonal.sh, q_early.sh, chain.sh,
+# table_ahead.sh, nopp.sh, nopp_early.sh, pairplan.sh); each timing run under LIMIT seconds (default 100).
 check_and_time() {
   local tag=$1 new=$2 K=$3 shapes=$4 limit=${5:-100} name pw
   start_log $tag
@@ -62,8 +62,9 @@ check_and_time() {
   check_named 200 $new
   wait $pw
   grep "passed every case" $G/window.log | tee -a $LOG
+  BOTH=""
   for name in $PASSED; do
-    grep "passed every case" $G/window.log | grep -q "'$name'" && K=$K,$name
+    grep "passed every case" $G/window.log | grep -q "'$name'" && BOTH="$BOTH $name" && K=$K,$name
   done
   grep -h "fail\|Error" $G/window.log | head -5 | tee -a $LOG
   cp $G/gluon_window_check.csv $OUT/ 2>/dev/null

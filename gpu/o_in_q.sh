@@ -20,8 +20,8 @@ check_and_time o_in_q "$NEW" $K 32x32x512x128c,8x32x512x128c,8x32x2048x128c,1x32
 # 3. Two more runs in fp16 at (8, 32, 512, 128) and (32, 32, 512, 128) causal: the table's fp16 config there (rung 1,
 #    64-row tiles), the 64-key ring, rung 3 at two per SM, and the two-per-SM O_IN_Q candidates that passed.
 F=r1_m64n64b2w4,r4_n64b5_persistent_own_pairplan,r3_m64n64b2_persistent_split_x2
-for name in $PASSED; do
-  case $name in *_x2) grep "passed every case" $G/window.log | grep -q "'$name'" && F=$F,$name;; esac
+for name in $BOTH; do
+  case $name in *_x2) F=$F,$name;; esac
 done
 echo "[${SECONDS}s] fp16 timing: $F" | tee -a $LOG
 ab_twice o_in_q_fp16 100 $F 8x32x512x128ch,32x32x512x128ch

@@ -174,8 +174,7 @@ def test_the_two_per_sm_sentence_is_the_table_and_both_reference_runs():
     assert {f["interleaved_provider"] for f in at.values()} == {"gluon_r3_m64n64b2_persistent_split_x2"}
 
     def speed(name, dtype):
-        providers = by_shape(read_rows(RESULTS / name))[(8, 32, 32, 512, 128, True, dtype)]
-        return truncated(float(providers["sdpa_cudnn"]["ms"]) / float(providers["fa2"]["ms"]))
+        return ratio(by_shape(read_rows(RESULTS / name))[(8, 32, 32, 512, 128, True, dtype)], "sdpa_cudnn")
     assert (f"1.254× chapter 6's kernel in the worst of {at['bf16']['interleaved']} interleaved runs in bf16, "
             f"{truncated(at['fp16']['interleaved_speedup'])}× in the worse of {at['fp16']['interleaved']} in fp16, "
             f"where the reference run timed `fa2.attention` at {speed('reference.csv', 'bf16')}× and "
@@ -188,8 +187,8 @@ def test_the_fourth_headline_run_is_headline_v0317_csv():
     rows = read_rows(RESULTS / "headline_v0317.csv")
     flash, cudnn = summarize(rows, "sdpa_flash"), summarize(rows, "sdpa_cudnn")
     at = lambda B, H, N, D: by_shape(rows)[(B, H, H, N, D, True, "bf16")]
-    speed = lambda p: truncated(float(p["sdpa_cudnn"]["ms"]) / float(p["fa2"]["ms"]))
     assert (f"[`headline_v0317.csv`](book/results/headline_v0317.csv): {truncated(flash['min'])}–"
             f"{truncated(flash['max'])}× FA2 (geometric mean {truncated(flash['geomean'])}), {truncated(cudnn['min'])}–"
             f"{truncated(cudnn['max'])}× cuDNN (geometric mean {truncated(cudnn['geomean'])}), (32, 32, 512, 128) causal "
-            f"at {speed(at(32, 32, 512, 128))}× and the money shot at {speed(at(8, 32, 2048, 128))}×") in README
+            f"at {ratio(at(32, 32, 512, 128), 'sdpa_cudnn')}× and the money shot at "
+            f"{ratio(at(8, 32, 2048, 128), 'sdpa_cudnn')}×") in README

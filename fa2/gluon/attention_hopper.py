@@ -1338,6 +1338,52 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
     return base + gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N), turn_base + item_turns
 
 
+# Triton 3.6 lowers a thread barrier inside a function that is not inlined as `bar.sync 0` (every thread of the
+# CTA), not as the named barrier of the warp-specialised partition it runs in (`bar.sync id, 128`), so a consumer
+# calling _shared_item would wait at it for the producer's warps, which never come. The PTX stage below gives the
+# function's barriers one named barrier per warpgroup instead: id 4 + (thread index / 128), i.e. 5 and 6 for the
+# two consumer warpgroups, ids no partition uses (0-3 are the partitions' and warp_specialize's own).
+_SHARED_ITEM_BARRIER = "%fa2_bar"
+
+
+def shared_item_barriers(ptx):
+    """The PTX with _shared_item's CTA-wide `bar.sync 0` made its warpgroup's own named barrier (see above);
+    other PTX unchanged. Returns (ptx, how many barriers were rewritten)."""
+    import re
+    match = re.search(r"^\.func[^;{]*__shared_item_[^;{]*\{\n", ptx, re.M)
+    if match is None:
+        return ptx, 0
+    end = ptx.index("// -- End function", match.end())     # (inline asm opens and closes braces at column 0)
+    body = ptx[match.end():end]
+    setup = (f"\t.reg .b32 \t{_SHARED_ITEM_BARRIER};\n\tmov.u32 \t{_SHARED_ITEM_BARRIER}, %tid.x;\n"
+             f"\tshr.u32 \t{_SHARED_ITEM_BARRIER}, {_SHARED_ITEM_BARRIER}, 7;\n"
+             f"\tadd.u32 \t{_SHARED_ITEM_BARRIER}, {_SHARED_ITEM_BARRIER}, 4;\n")
+    body, n = re.subn(r"^\tbar\.sync\s+0;$", f"\tbar.sync \t{_SHARED_ITEM_BARRIER}, 128;", body, flags=re.M)
+    return ptx[:match.end()] + setup + body + ptx[end:], n
+
+
+def _ptx_stage_hook(backend, stages, options, language, capability):
+    """Triton's stage-inspection hook: shared_item_barriers on every PTX fa2 compiles (kernels without
+    _shared_item pass through unchanged), then any hook that was installed before."""
+    make_ptx = stages["ptx"]
+    stages["ptx"] = lambda src, metadata: shared_item_barriers(make_ptx(src, metadata))[0]
+    if _PREVIOUS_HOOK[0] is not None:
+        _PREVIOUS_HOOK[0](backend, stages, options, language, capability)
+
+
+_PREVIOUS_HOOK = [None]
+
+
+def _install_ptx_hook():
+    from triton import knobs
+    if knobs.runtime.add_stages_inspection_hook is not _ptx_stage_hook:
+        _PREVIOUS_HOOK[0] = knobs.runtime.add_stages_inspection_hook
+        knobs.runtime.add_stages_inspection_hook = _ptx_stage_hook
+
+
+_install_ptx_hook()
+
+
 @gluon.jit
 def _consumer_shared(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NUM_BUFFERS: gl.constexpr,
                      CONSUMERS: gl.constexpr, CONSUMER: gl.constexpr, SCHEDULED: gl.constexpr,

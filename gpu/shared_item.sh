@@ -1,4 +1,6 @@
 #!/bin/bash
+# SHARED_ITEM's kernel code and candidates are in commit ad98890 only (removed after these runs:
+# book/results/shared_item.md); check it out to run this.
 # On the GPU machine (~8 min on an H200): SHARED_ITEM (chapter 12's appendix on short work items: both of rung 4's
 # consumers run their work items through one function that is not inlined, _shared_item, so the item's code is in
 # the kernel once and the two consumer warpgroups fetch the same instructions; the producer moves to the default

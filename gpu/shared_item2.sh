@@ -1,4 +1,6 @@
 #!/bin/bash
+# SHARED_ITEM's kernel code and candidates are in commit ad98890 only (removed after these runs:
+# book/results/shared_item.md); check it out to run this.
 # On the GPU machine (~7 min on an H200): the SHARED_ITEM candidates after their first check (gpu/shared_item.sh)
 # stopped with an illegal memory access at D = 64, one key (300 x 1, not causal), after five D = 64 shapes ran:
 #  1. gpu/gluon_check.py's cases at D = 128 only (GLUON_CHECK_D=128: 48 cases a candidate), bf16 and fp16.

@@ -1,4 +1,6 @@
 #!/bin/bash
+# SHARED_ITEM's kernel code and candidates are in commit ad98890 only (removed after these runs:
+# book/results/shared_item.md); check it out to run this.
 # On the GPU machine (~4 min): gpu/shared_item_probe.py for both SHARED_ITEM candidates (one process each), then
 # one run of gpu/money_ab.py (3 interleaved rounds) with them beside the configs without SHARED_ITEM at the two
 # N = 512 causal shapes: timing only (the candidates failed cases of gluon_check.py; nothing here ships).

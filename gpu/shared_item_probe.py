@@ -1,4 +1,7 @@
-"""Where SHARED_ITEM goes wrong (gpu/shared_item2.sh: 38/48 D = 128 cases right, failures that move between dtypes).
+"""SHARED_ITEM's kernel code and candidates are in commit ad98890 only (removed after these runs:
+book/results/shared_item.md); check it out to run this.
+
+Where SHARED_ITEM goes wrong (gpu/shared_item2.sh: 38/48 D = 128 cases right, failures that move between dtypes).
 
     python gpu/shared_item_probe.py NAME      # one candidate of fa2/gluon/candidates.py; prints per case and run
 

@@ -1338,151 +1338,6 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
     return base + gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N), turn_base + item_turns
 
 
-# Triton 3.6 lowers a thread barrier inside a function that is not inlined as `bar.sync 0` (every thread of the
-# CTA), not as the named barrier of the warp-specialised partition it runs in (`bar.sync id, 128`), so a consumer
-# calling _shared_item would wait at it for the producer's warps, which never come. The PTX stage below gives the
-# function's barriers one named barrier per warpgroup instead: id 4 + (thread index / 128), i.e. 5 and 6 for the
-# two consumer warpgroups, ids no partition uses (0-3 are the partitions' and warp_specialize's own).
-_SHARED_ITEM_BARRIER = "%fa2_bar"
-
-
-def shared_item_barriers(ptx):
-    """The PTX with _shared_item's CTA-wide `bar.sync 0` made its warpgroup's own named barrier (see above);
-    other PTX unchanged. Returns (ptx, how many barriers were rewritten)."""
-    import re
-    match = re.search(r"^\.func[^;{]*__shared_item_[^;{]*\{\n", ptx, re.M)
-    if match is None:
-        return ptx, 0
-    end = ptx.index("// -- End function", match.end())     # (inline asm opens and closes braces at column 0)
-    body = ptx[match.end():end]
-    setup = (f"\t.reg .b32 \t{_SHARED_ITEM_BARRIER};\n\tmov.u32 \t{_SHARED_ITEM_BARRIER}, %tid.x;\n"
-             f"\tshr.u32 \t{_SHARED_ITEM_BARRIER}, {_SHARED_ITEM_BARRIER}, 7;\n"
-             f"\tadd.u32 \t{_SHARED_ITEM_BARRIER}, {_SHARED_ITEM_BARRIER}, 4;\n")
-    body, n = re.subn(r"^\tbar\.sync\s+0;$", f"\tbar.sync \t{_SHARED_ITEM_BARRIER}, 128;", body, flags=re.M)
-    return ptx[:match.end()] + setup + body + ptx[end:], n
-
-
-def _ptx_stage_hook(backend, stages, options, language, capability):
-    """Triton's stage-inspection hook: shared_item_barriers on every PTX fa2 compiles (kernels without
-    _shared_item pass through unchanged), then any hook that was installed before."""
-    make_ptx = stages["ptx"]
-    stages["ptx"] = lambda src, metadata: shared_item_barriers(make_ptx(src, metadata))[0]
-    if _PREVIOUS_HOOK[0] is not None:
-        _PREVIOUS_HOOK[0](backend, stages, options, language, capability)
-
-
-_PREVIOUS_HOOK = [None]
-
-
-def _install_ptx_hook():
-    from triton import knobs
-    if knobs.runtime.add_stages_inspection_hook is not _ptx_stage_hook:
-        _PREVIOUS_HOOK[0] = knobs.runtime.add_stages_inspection_hook
-        knobs.runtime.add_stages_inspection_hook = _ptx_stage_hook
-
-
-_install_ptx_hook()
-
-
-@gluon.jit
-def _consumer_shared(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NUM_BUFFERS: gl.constexpr,
-                     CONSUMERS: gl.constexpr, CONSUMER: gl.constexpr, SCHEDULED: gl.constexpr,
-                     num_warps: gl.constexpr, OWN_RANGES: gl.constexpr, TABLE_AHEAD: gl.constexpr):
-    """SHARED_ITEM (rung 4, PERSISTENT): consumer CONSUMER's loop over its work items, each run by _shared_item,
-    one function (not inlined) that both consumers call: its code is in the kernel once, so the two consumer
-    warpgroups fetch the same instructions. What differs between them goes in as run-time arguments: the Q and O
-    buffers and the Q barrier (picked here by the constant CONSUMER) and the consumer's index."""
-    (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars,
-     turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left, schedule_ptr, o_ptr) = args
-    Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
-    BLOCK_M: gl.constexpr = Q_ROWS * CONSUMERS
-    PAIRED: gl.constexpr = IS_CAUSAL and not WINDOW and not SCHEDULED     # _units
-    n_items = _item_count(pid, nprog, num_m, BH, PAIRED, schedule_ptr, SCHEDULED)
-    base = 0
-    turn_base = 0
-    row = 0
-    u_next = 0
-    if TABLE_AHEAD:
-        row = gl.load(schedule_ptr + pid)
-        u_next = _table_entry(schedule_ptr, nprog, row, 0, n_items)
-    if n_items > 0:
-        _load_q(q_desc, q_smem, q_bars, 0, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER, IS_CAUSAL,
-                PAIRED, BLOCK_M, SCHEDULED, CONSUMER, TABLE_AHEAD, u_next)
-    consumer = pid * 0 + CONSUMER                    # a run-time value, so _shared_item is not specialised on it
-    for count in range(n_items):
-        u_cur = u_next
-        if TABLE_AHEAD:                              # the next item's entry, read while this item runs
-            u_next = _table_entry(schedule_ptr, nprog, row, count + 1, n_items)
-        base, turn_base = _shared_item(args, q_smem.index(CONSUMER), o_smem.index(CONSUMER), q_bars.index(CONSUMER),
-                                       consumer, count, n_items, base, turn_base, u_cur, u_next, IS_CAUSAL, WINDOW,
-                                       NUM_BUFFERS, CONSUMERS, SCHEDULED, num_warps, OWN_RANGES, TABLE_AHEAD)
-    tma.store_wait(0)
-
-
-@gluon.jit(noinline=True)
-def _shared_item(args, q_buf, o_buf, q_bar, consumer, count, n_items, base, turn_base, u_cur, u_next,
-                 IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NUM_BUFFERS: gl.constexpr, CONSUMERS: gl.constexpr,
-                 SCHEDULED: gl.constexpr, num_warps: gl.constexpr, OWN_RANGES: gl.constexpr,
-                 TABLE_AHEAD: gl.constexpr):
-    """SHARED_ITEM: _persistent_item's work for the consumer `consumer` (a run-time index, 0 or 1), its Q in
-    q_buf (barrier q_bar), its O staged in o_buf; without the turns, the halved diagonal or an early Q (which
-    name the consumer by a constant). Returns (base, turn_base) advanced past the item."""
-    (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars,
-     turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left, schedule_ptr, o_ptr) = args
-    Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
-    BLOCK_M: gl.constexpr = Q_ROWS * CONSUMERS
-    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[3]
-    BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
-    dtype: gl.constexpr = q_desc.dtype
-    s_layout: gl.constexpr = _wgmma_layout(num_warps, BLOCK_N)
-    o_layout: gl.constexpr = _wgmma_layout(num_warps, HEAD_DIM)
-    row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
-    PAIRED: gl.constexpr = IS_CAUSAL and not WINDOW and not SCHEDULED     # _units
-    diagonal = N_KV - N_Q
-    q_tile = q_buf.reshape([Q_ROWS, HEAD_DIM])
-    o_tile = o_buf.reshape([Q_ROWS, HEAD_DIM])
-
-    off_b, off_h, off_kvh, pid_bh, m_prog = _work_item(count, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL,
-                                                       PAIRED, BLOCK_M, schedule_ptr, SCHEDULED, TABLE_AHEAD, u_cur)
-    kv_start, free_start, free_end, kv_end = _item_range(m_prog, N_Q, N_KV, window_left, IS_CAUSAL, WINDOW,
-                                                         BLOCK_M, BLOCK_N)
-    mbarrier.wait(q_bar, count & 1)
-    m_start = m_prog + consumer * Q_ROWS
-    offs_m = m_start + gl.arange(0, Q_ROWS, layout=row_layout)
-    m_i = gl.full([Q_ROWS], float("-inf"), gl.float32, row_layout)
-    l_i = gl.zeros([Q_ROWS], gl.float32, row_layout)
-    acc = gl.zeros([Q_ROWS, HEAD_DIM], gl.float32, o_layout)
-    if OWN_RANGES:
-        start, own_free_start, own_free_end, end = _own_range(m_prog, consumer, N_Q, N_KV, window_left, kv_start,
-                                                              kv_end, IS_CAUSAL, WINDOW, Q_ROWS, BLOCK_N)
-        o_start, o_free_start, o_free_end, o_end = _own_range(m_prog, 1 - consumer, N_Q, N_KV, window_left,
-                                                              kv_start, kv_end, IS_CAUSAL, WINDOW, Q_ROWS, BLOCK_N)
-        item_turns = gl.maximum(_turns(start, own_free_start, own_free_end, end, BLOCK_N),
-                                _turns(o_start, o_free_start, o_free_end, o_end, BLOCK_N))
-        acc, m_i, l_i = _attend_own(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
-                                    empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, kv_end, start,
-                                    own_free_start, own_free_end, end, item_turns, N_KV, diagonal, qk_scale,
-                                    window_left, IS_CAUSAL, WINDOW, 0, False, Q_ROWS, BLOCK_N, HEAD_DIM,
-                                    NUM_BUFFERS, s_layout, o_layout, base, turn_base)
-    else:
-        item_turns = _turns(kv_start, free_start, free_end, kv_end, BLOCK_N)
-        acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
-                                    empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, free_start,
-                                    free_end, kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW,
-                                    True, True, 0, False, Q_ROWS, BLOCK_N, HEAD_DIM, NUM_BUFFERS,
-                                    s_layout, o_layout, base, turn_base)
-    if count + 1 < n_items:                          # every wgmma reading this Q is done: the next item's
-        gl.thread_barrier()
-        n_b, n_h, _, _, n_m = _work_item(count + 1, pid, nprog, num_m, BH, H, GROUP, IS_CAUSAL, PAIRED, BLOCK_M,
-                                         schedule_ptr, SCHEDULED, TABLE_AHEAD, u_next)
-        mbarrier.expect(q_bar, q_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, [n_b, n_h, n_m + consumer * Q_ROWS, 0], q_bar, q_buf)
-    tma.store_wait(0)                                # the previous item's O has left o_buf
-    _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q,
-               dtype, o_layout)
-    return base + gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N), turn_base + item_turns
-
-
 @gluon.jit
 def _producer_persistent(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m, BH, H,
                          GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL: gl.constexpr,
@@ -1573,7 +1428,7 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
                           Q_AHEAD: gl.constexpr, HALF_DIAGONAL: gl.constexpr, Q_EARLY: gl.constexpr,
                           CHAIN_RANGES: gl.constexpr, TABLE_AHEAD: gl.constexpr, SPLIT_TAIL: gl.constexpr,
                           SWAP_ROWS: gl.constexpr, ONE_LOOP: gl.constexpr, O_DIRECT: gl.constexpr,
-                          O_IN_Q: gl.constexpr, SHARED_ITEM: gl.constexpr, num_warps: gl.constexpr):
+                          O_IN_Q: gl.constexpr, num_warps: gl.constexpr):
     """Grid (cdiv(N_Q, BLOCK_M), B·H), or PERSISTENT (rungs 3-4) at most one program per SM, each taking its
     units of the cdiv(N_Q, BLOCK_M)·BH query tiles round-robin (_units, _work_item). q_desc/o_desc: 4-D
     (B, H, N_Q, D) descriptors with (1, 1, BLOCK_M / C, D) boxes, C the rung's consumer partitions (consumers());
@@ -1616,17 +1471,12 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
     gl.static_assert(not O_IN_Q or (PERSISTENT and not O_DIRECT and not Q_REGS and not Q_AHEAD and not Q_EARLY),
                      "O_IN_Q stages a PERSISTENT program's O in its Q buffer (not with O_DIRECT, Q_REGS, Q_AHEAD "
                      "or Q_EARLY)")
-    gl.static_assert(not SHARED_ITEM or (RUNG == 4 and PERSISTENT and not PINGPONG and not HALF_DIAGONAL
-                                         and not Q_REGS and not Q_AHEAD and not Q_EARLY and not CHAIN_RANGES
-                                         and not SPLIT_TAIL and not SWAP_ROWS and not ONE_LOOP and not O_DIRECT
-                                         and not O_IN_Q),
-                     "SHARED_ITEM runs rung 4's PERSISTENT items through one function (see SHARED_ITEM_EXCLUDES)")
 
     if PERSISTENT:
         _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left, BH,
                     schedule_ptr, IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG,
                     SCHEDULED, OWN_RANGES, Q_REGS, SPLIT_EMPTY, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
-                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP, num_warps, o_ptr, O_DIRECT, O_IN_Q, SHARED_ITEM)
+                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP, num_warps, o_ptr, O_DIRECT, O_IN_Q)
     else:
         _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left,
                   IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG, OWN_RANGES,
@@ -1754,8 +1604,7 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
                 SPLIT_EMPTY: gl.constexpr, Q_AHEAD: gl.constexpr, HALF_DIAGONAL: gl.constexpr,
                 Q_EARLY: gl.constexpr, CHAIN_RANGES: gl.constexpr, TABLE_AHEAD: gl.constexpr,
                 SPLIT_TAIL: gl.constexpr, SWAP_ROWS: gl.constexpr, ONE_LOOP: gl.constexpr, num_warps: gl.constexpr,
-                o_ptr=None, O_DIRECT: gl.constexpr = False, O_IN_Q: gl.constexpr = False,
-                SHARED_ITEM: gl.constexpr = False):
+                o_ptr=None, O_DIRECT: gl.constexpr = False, O_IN_Q: gl.constexpr = False):
     """PERSISTENT: the rung's partitions, each looping over the program's work items (_consumer_persistent,
     _producer_persistent); shared memory and barriers are set up once. O_DIRECT: no O staging buffers (O goes
     from registers to o_ptr), which leaves their shared memory to the K/V ring; O_IN_Q: no O staging buffers either,
@@ -1778,17 +1627,7 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
                 empty_bars, turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left,
                 schedule_ptr, o_ptr)
     # the producer's constexprs are written in its tuple literal (a tuple assigned to a name holds no constexpr)
-    if SHARED_ITEM:                                  # the producer in the default partition, so that both
-        gl.warp_specialize([                         # consumers are workers of one width: one _shared_item
-            (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
-                                    BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
-                                    NUM_BUFFERS, SCHEDULED, TABLE_AHEAD, False)),
-            (_consumer_shared, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, CONSUMERS, 0, SCHEDULED, num_warps,
-                                OWN_RANGES, TABLE_AHEAD)),
-            (_consumer_shared, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, CONSUMERS, 1, SCHEDULED, num_warps,
-                                OWN_RANGES, TABLE_AHEAD)),
-        ], [num_warps, num_warps], [CONSUMER_REGS, CONSUMER_REGS])
-    elif RUNG == 4:
+    if RUNG == 4:
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
                                     num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
@@ -1902,12 +1741,6 @@ def _check_rung(rung, head_dim, dtype):
         raise ValueError(f"dtype must be float16 or bfloat16, got {dtype}")
 
 
-# what SHARED_ITEM's _shared_item does not do (each of these names the consumer by a constant, or is another way
-# of running an item)
-SHARED_ITEM_EXCLUDES = ("PINGPONG", "HALF_DIAGONAL", "Q_REGS", "Q_AHEAD", "Q_EARLY", "CHAIN_RANGES", "SPLIT_TAIL",
-                        "SWAP_ROWS", "ONE_LOOP", "O_DIRECT", "O_IN_Q")
-
-
 def rung_config(rung, head_dim, config=None):
     """default_config with the overrides of `config`, checked."""
     cfg = dict(default_config(rung, head_dim), **(config or {}))
@@ -1953,10 +1786,6 @@ def rung_config(rung, head_dim, config=None):
             cfg.get(flag) for flag in ("O_DIRECT", "Q_REGS", "Q_AHEAD", "Q_EARLY"))):
         raise ValueError("O_IN_Q stages a PERSISTENT program's O in its Q buffer: it needs PERSISTENT, without "
                          "O_DIRECT, Q_REGS, Q_AHEAD or Q_EARLY")
-    if cfg.get("SHARED_ITEM") and (rung != 4 or not cfg.get("PERSISTENT") or any(
-            cfg.get(flag) for flag in SHARED_ITEM_EXCLUDES)):
-        raise ValueError("SHARED_ITEM runs both of rung 4's consumers' work items through one function: it needs "
-                         "rung 4 and PERSISTENT, without " + ", ".join(SHARED_ITEM_EXCLUDES))
     if cfg.get("PROGRAMS_PER_SM", 1) != 1 and not cfg.get("PERSISTENT"):
         raise ValueError("PROGRAMS_PER_SM sizes a PERSISTENT launch's grid; set PERSISTENT too")
     if cfg.get("HALF_DIAGONAL") and (rung != 4 or cfg["BLOCK_N"] != 128 or cfg.get("OWN_RANGES") or cfg.get("Q_REGS")):
@@ -1977,7 +1806,7 @@ def _constexprs(rung, causal, cfg, window=False):
                 TABLE_AHEAD=bool(cfg.get("TABLE_AHEAD", False)), SPLIT_TAIL=bool(cfg.get("SPLIT_TAIL", False)),
                 SWAP_ROWS=bool(cfg.get("SWAP_ROWS", False)), ONE_LOOP=int(cfg.get("ONE_LOOP", 0)),
                 O_DIRECT=bool(cfg.get("O_DIRECT", False)), O_IN_Q=bool(cfg.get("O_IN_Q", False)),
-                SHARED_ITEM=bool(cfg.get("SHARED_ITEM", False)), num_warps=cfg["num_warps"])
+                num_warps=cfg["num_warps"])
 
 
 def _options(cfg):

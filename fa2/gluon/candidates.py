@@ -275,13 +275,6 @@ CONFIGS = {
                                                  PERSISTENT=1, SPLIT_EMPTY=1, PROGRAMS_PER_SM=2)),
     "r3_m64n64b3_persistent_split_x2": (3, dict(BLOCK_M=64, BLOCK_N=64, NUM_BUFFERS=3, num_warps=4, maxnreg=128,
                                                 PERSISTENT=1, SPLIT_EMPTY=1, PROGRAMS_PER_SM=2)),
-    # SHARED_ITEM: both consumers run their work items through one function (_shared_item, not inlined), so its
-    # code is in the kernel once (2976 SASS instructions against 5120 for the table's 64-key ring) and the two
-    # consumer warpgroups fetch the same instructions; the producer moves to the default partition
-    "r4_n64b5_persistent_own_pairplan_shared": (4, dict(BLOCK_N=64, NUM_BUFFERS=5, PERSISTENT=1, SCHEDULED=2,
-                                                        TABLE_AHEAD=1, OWN_RANGES=1, SHARED_ITEM=1)),
-    "r4_n64b5_persistent_own_shared": (4, dict(BLOCK_N=64, NUM_BUFFERS=5, PERSISTENT=1, OWN_RANGES=1,
-                                               SHARED_ITEM=1)),
     "r4_n64b6_persistent_own_pairplan_oinq": (4, dict(BLOCK_N=64, NUM_BUFFERS=6, PERSISTENT=1, SCHEDULED=2,
                                                       TABLE_AHEAD=1, PRODUCER_REGS=32, OWN_RANGES=1, O_IN_Q=1)),
     "r4_n128b3_persistent_split_half_pairplan_oinq": (4, dict(BLOCK_N=128, NUM_BUFFERS=3, PERSISTENT=1,

@@ -192,3 +192,24 @@ def test_the_fourth_headline_run_is_headline_v0317_csv():
             f"{truncated(cudnn['max'])}× cuDNN (geometric mean {truncated(cudnn['geomean'])}), (32, 32, 512, 128) causal "
             f"at {ratio(at(32, 32, 512, 128), 'sdpa_cudnn')}× and the money shot at "
             f"{ratio(at(8, 32, 2048, 128), 'sdpa_cudnn')}×") in README
+
+
+def test_the_fifth_headline_run_is_headline_v0317_run5_csv():
+    rows = read_rows(RESULTS / "headline_v0317_run5.csv")
+    flash, cudnn = summarize(rows, "sdpa_flash"), summarize(rows, "sdpa_cudnn")
+    at = lambda B, H, N, D: by_shape(rows)[(B, H, H, N, D, True, "bf16")]
+    assert (f"[`headline_v0317_run5.csv`](book/results/headline_v0317_run5.csv): {truncated(flash['min'])}–"
+            f"{truncated(flash['max'])}× FA2 (geometric mean {truncated(flash['geomean'])}), {truncated(cudnn['min'])}–"
+            f"{truncated(cudnn['max'])}× cuDNN (geometric mean {truncated(cudnn['geomean'])}), (32, 32, 512, 128) causal "
+            f"at {ratio(at(32, 32, 512, 128), 'sdpa_cudnn')}× and the money shot at "
+            f"{ratio(at(8, 32, 2048, 128), 'sdpa_cudnn')}×") in README
+
+
+def test_the_third_reference_half_run_is_reference_a_v0317_run3_csv():
+    rows = read_rows(RESULTS / "reference_a_v0317_run3.csv")
+    flash, cudnn = summarize(rows, "sdpa_flash"), summarize(rows, "sdpa_cudnn")
+    outlier = by_shape(rows)[(1, 16, 16, 512, 64, False, "fp16")]
+    assert (f"at {ratio(outlier, 'sdpa_cudnn')}× cuDNN and {ratio(outlier, 'sdpa_flash')}× FA2 "
+            f"([`reference_a_v0317_run3.csv`](book/results/reference_a_v0317_run3.csv): its {cudnn['n']} shapes "
+            f"{truncated(flash['min'])}–{truncated(flash['max'])}× FA2, {truncated(cudnn['min'])}–"
+            f"{truncated(cudnn['max'])}× cuDNN, geometric mean {truncated(cudnn['geomean'])})") in README

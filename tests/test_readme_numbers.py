@@ -183,22 +183,12 @@ def test_the_two_per_sm_sentence_is_the_table_and_both_reference_runs():
     assert truncated(at["bf16"]["interleaved_speedup"]) == "1.254"
 
 
-def test_the_fourth_headline_run_is_headline_v0317_csv():
-    rows = read_rows(RESULTS / "headline_v0317.csv")
+@pytest.mark.parametrize("name", ["headline_v0317", "headline_v0317_run5"])
+def test_the_fourth_and_fifth_headline_runs_are_their_csvs(name):
+    rows = read_rows(RESULTS / f"{name}.csv")
     flash, cudnn = summarize(rows, "sdpa_flash"), summarize(rows, "sdpa_cudnn")
     at = lambda B, H, N, D: by_shape(rows)[(B, H, H, N, D, True, "bf16")]
-    assert (f"[`headline_v0317.csv`](book/results/headline_v0317.csv): {truncated(flash['min'])}–"
-            f"{truncated(flash['max'])}× FA2 (geometric mean {truncated(flash['geomean'])}), {truncated(cudnn['min'])}–"
-            f"{truncated(cudnn['max'])}× cuDNN (geometric mean {truncated(cudnn['geomean'])}), (32, 32, 512, 128) causal "
-            f"at {ratio(at(32, 32, 512, 128), 'sdpa_cudnn')}× and the money shot at "
-            f"{ratio(at(8, 32, 2048, 128), 'sdpa_cudnn')}×") in README
-
-
-def test_the_fifth_headline_run_is_headline_v0317_run5_csv():
-    rows = read_rows(RESULTS / "headline_v0317_run5.csv")
-    flash, cudnn = summarize(rows, "sdpa_flash"), summarize(rows, "sdpa_cudnn")
-    at = lambda B, H, N, D: by_shape(rows)[(B, H, H, N, D, True, "bf16")]
-    assert (f"[`headline_v0317_run5.csv`](book/results/headline_v0317_run5.csv): {truncated(flash['min'])}–"
+    assert (f"[`{name}.csv`](book/results/{name}.csv): {truncated(flash['min'])}–"
             f"{truncated(flash['max'])}× FA2 (geometric mean {truncated(flash['geomean'])}), {truncated(cudnn['min'])}–"
             f"{truncated(cudnn['max'])}× cuDNN (geometric mean {truncated(cudnn['geomean'])}), (32, 32, 512, 128) causal "
             f"at {ratio(at(32, 32, 512, 128), 'sdpa_cudnn')}× and the money shot at "

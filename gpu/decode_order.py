@@ -76,12 +76,18 @@ def variants(gpu):
 
 
 def main(out, rounds=5):
+    measure(out, "decode_order.csv", variants, UNCHECKED, rounds)
+
+
+def measure(out, csv_name, variants, unchecked, rounds=5):
+    """Check (all but `unchecked`) and time `variants(gpu)` beside cuDNN at SHAPES (the CPU: SMOKE), one row per
+    (shape, variant) in OUT/csv_name."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     gpu = runtime.DEVICE == "cuda"
     shapes = [bd.DecodeShape(B, N) for B, N in SHAPES] if gpu else SMOKE
     context = ex.environment()
-    with open(out / "decode_order.csv", "w", newline="") as f:
+    with open(out / csv_name, "w", newline="") as f:
         writer = csv.DictWriter(f, COLUMNS)
         writer.writeheader()
         for shape in shapes:
@@ -91,9 +97,9 @@ def main(out, rounds=5):
             fns = {name: ex.plan_fn(module, x, cfg, None) for name, (module, cfg) in table.items()}
             fresh = bd.make_inputs(shape, torch.Generator(runtime.DEVICE).manual_seed(1))
             errors = bd.ragged_error(fresh, torch.Generator(runtime.DEVICE).manual_seed(2),
-                                     {n: fn for n, fn in fns.items() if n not in UNCHECKED})
+                                     {n: fn for n, fn in fns.items() if n not in unchecked})
             del fresh
-            timed = {n: fn for n, fn in fns.items() if n in UNCHECKED or errors[n] <= 1e-2}
+            timed = {n: fn for n, fn in fns.items() if n in unchecked or errors[n] <= 1e-2}
             if gpu:
                 timed["cudnn"] = bd.build_sdpa(SDPBackend.CUDNN_ATTENTION)(shape, sets)
             names = list(timed)

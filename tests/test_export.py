@@ -18,24 +18,32 @@ def _copy_project(tmp_path):
 
 
 def _check(root):
+    """`python -m fa2.export --check --root root` as a user runs it (a subprocess: a start of torch, ~8 s)."""
     return subprocess.run([sys.executable, "-m", "fa2.export", "--check", "--root", str(root)],
                           capture_output=True, text=True)
 
 
-def test_check_fails_when_an_exported_cell_is_edited(tmp_path):
+def _check_here(root, capsys):
+    """The same check in this process: (exit code, what it printed to stderr)."""
+    capsys.readouterr()
+    code = export.main(["--check", "--root", str(root)])
+    return code, capsys.readouterr().err
+
+
+def test_check_fails_when_an_exported_cell_is_edited(tmp_path, capsys):
     root = _copy_project(tmp_path)
-    assert _check(root).returncode == 0
+    assert _check_here(root, capsys)[0] == 0
     nb_path = root / "book" / "01_online_softmax.ipynb"
     nb = json.loads(nb_path.read_text())
     cell = next(c for c in nb["cells"] if c["cell_type"] == "code" and "".join(c["source"]).startswith("#| export")
                 and "def online_softmax" in "".join(c["source"]))
     cell["source"] = "".join(cell["source"]).replace("pass 2", "pass two")
     nb_path.write_text(json.dumps(nb))
-    result = _check(root)
-    assert result.returncode == 1
-    assert "fa2/chapters/reference.py" in result.stderr
+    code, err = _check_here(root, capsys)
+    assert code == 1
+    assert "fa2/chapters/reference.py" in err
     export.write(root)                      # regenerating makes the package current again
-    assert _check(root).returncode == 0
+    assert _check_here(root, capsys)[0] == 0
     assert "pass two" in (root / "fa2" / "chapters" / "reference.py").read_text()
 
 
@@ -43,7 +51,8 @@ def test_check_fails_on_hand_edit_of_generated_module(tmp_path):
     root = _copy_project(tmp_path)
     gen = root / "fa2" / "chapters" / "reference.py"
     gen.write_text(gen.read_text() + "\nX = 1\n")
-    assert _check(root).returncode == 1
+    result = _check(root)                   # the command line, end to end
+    assert result.returncode == 1 and "stale: fa2/chapters/reference.py" in result.stderr
 
 
 def test_generated_module_names_its_notebook():

@@ -23,7 +23,8 @@ RUNGS = (1, 2, 3, 4)
 # Options that were measured and are not shipped (no table runs them; test_unshipped_options_are_in_no_table keeps
 # this true). Their host checks run everywhere; their sm_90 compiles (5-30 s each on two cores) with
 # FA2_GLUON_ALL=1, which gpu/checks.sh sets when it runs every test on the GPU machine.
-UNSHIPPED = ("CHAIN_RANGES", "Q_EARLY", "O_DIRECT", "Q_AHEAD", "SPLIT_TAIL", "SWAP_ROWS", "ONE_LOOP", "O_IN_Q")
+UNSHIPPED = ("CHAIN_RANGES", "Q_EARLY", "O_DIRECT", "Q_AHEAD", "SPLIT_TAIL", "SWAP_ROWS", "ONE_LOOP", "O_IN_Q",
+             "LATE_EPILOGUE")
 unshipped_compile = pytest.mark.skipif(os.environ.get("FA2_GLUON_ALL") != "1",
                                        reason="compiles a config no table ships (FA2_GLUON_ALL=1 runs it)")
 # Shipped configs (fa2/configs/NVIDIA_H200.gluon.json; tests/test_gluon_rungs.py compiles each of them too, so the
@@ -640,6 +641,29 @@ def test_o_in_q_frees_the_o_buffers(hopper):
     assert 2 * 64 * 128 * 2 <= freed < 2 * 64 * 128 * 2 + 128, (plain, usage["shared"])
     deeper = hopper.compile_rung(4, 128, torch.bfloat16, True, config=dict(SHORT_CAUSAL, O_IN_Q=1, NUM_BUFFERS=6))
     assert deeper.metadata.shared <= H100_SHARED
+
+
+def test_late_epilogue_is_checked(hopper):
+    """LATE_EPILOGUE needs PERSISTENT and excludes the options that change an item's way out or its loops (host
+    checks; the kernel static_asserts them)."""
+    _refused(hopper, "LATE_EPILOGUE", (({}, "PERSISTENT"),) + tuple(
+        ({"PERSISTENT": 1, flag: 1}, flag) for flag in ("O_DIRECT", "O_IN_Q", "Q_AHEAD", "CHAIN_RANGES",
+                                                        "SWAP_ROWS", "ONE_LOOP")))
+    _refused(hopper, "LATE_EPILOGUE", (({"PERSISTENT": 1, "BLOCK_N": 128, "HALF_DIAGONAL": 1}, "HALF_DIAGONAL"),))
+    config = dict(SHORT_CAUSAL_WITHOUT_TABLE_AHEAD, Q_REGS=1, LATE_EPILOGUE=1)
+    assert hopper.rung_config(4, 128, config)["LATE_EPILOGUE"]
+
+
+@unshipped_compile
+def test_late_epilogue_compiles_and_moves_the_store(hopper):
+    """With Q_REGS, LATE_EPILOGUE (32, 32, 512, 128) causal's config compiles for sm_90 without spills in the same
+    shared memory, still one TMA store of O per item (now also one after the item loop: the last item's), and the
+    plain config's PTX is unchanged but for debug info (compared when the flag was added)."""
+    config = dict(SHORT_CAUSAL_WITHOUT_TABLE_AHEAD, Q_REGS=1)
+    without, late = _without_and_with(hopper, config, "LATE_EPILOGUE")
+    store = "cp.async.bulk.tensor.4d.global.shared::cta"
+    assert without.asm["ptx"].count(store) >= 1
+    assert late.asm["ptx"].count(store) > without.asm["ptx"].count(store)
 
 
 def test_q_ahead_is_checked(hopper):

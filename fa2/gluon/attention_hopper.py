@@ -309,15 +309,19 @@ def _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bar, phase, kv, offs_m, N_KV, d
                 PINGPONG: gl.constexpr,
                 MASKED: gl.constexpr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, BLOCK_M: gl.constexpr,
                 BLOCK_N: gl.constexpr, dtype: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr,
-                mask_from=0):
+                mask_from=0, pend=None, flush=0, LATE: gl.constexpr = False):
     """Key tile at row kv (its K in k_tile, loaded when k_bar reaches `phase`): wait for K, S = Q·Kᵀ (waited; its
     issue is turn `turn` under PINGPONG), the softmax step and O rescaled; returns O, P as the A operand of the
-    P·V wgmma, m and l. SPLIT_EMPTY: K's buffer (ring slot slot_tile) is freed once S is done."""
+    P·V wgmma, m and l. SPLIT_EMPTY: K's buffer (ring slot slot_tile) is freed once S is done. LATE (where `flush`
+    is set: the item's first tile): the previous item's epilogue (pend, _flush_out) runs while S is computed."""
     mbarrier.wait(k_bar, phase)
     _take_turn(turn_bars, turn, CONSUMER, PINGPONG)
     s = warpgroup_mma(q_tile, k_tile.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout),
                       use_acc=False, is_async=True)
     _pass_turn(turn_bars, CONSUMER, PINGPONG)
+    if LATE:
+        if flush:
+            _flush_out(pend, dtype, o_layout)
     s = warpgroup_mma_wait(0, deps=(s, ))
     _free_k(empty_bars, slot_tile, NUM_BUFFERS)
     p, alpha, m_i, l_i = _softmax_any(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, window_left, MASKED,
@@ -414,7 +418,8 @@ def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
                       PRODUCER: gl.constexpr, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr,
                       BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                       NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, base=0,
-                      next_q=None, early=0, Q_EARLY: gl.constexpr = False, mask_from=0):
+                      next_q=None, early=0, Q_EARLY: gl.constexpr = False, mask_from=0, pend=None, flush=0,
+                      LATE: gl.constexpr = False):
     """Rung 2: key tiles [lo, hi) with FA3's intra-warpgroup overlap. Per tile j: issue S_j = Q·K_jᵀ, issue
     O += P_{j-1}·V_{j-1}, wait for S_j only (wgmma groups retire in order), softmax of S_j while P·V runs,
     then wait for P·V, free buffer j-1 and rescale O. The first tile's S and the last tile's P·V are peeled.
@@ -424,7 +429,8 @@ def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
     (PERSISTENT). A tile's ring slot is that of base + tile, base = the tiles of the earlier work items.
     Q_EARLY (PERSISTENT): where `early` is set (this is the item's last range), the next item's Q (next_q, see
     _issue_q) is loaded once the last S is done, before the last P·V. MASKED=2 (ONE_LOOP): the tiles from key
-    mask_from on are masked, the others not (_softmax_any)."""
+    mask_from on are masked, the others not (_softmax_any). LATE: where `flush` is set, the previous item's
+    epilogue (pend) runs under the first tile's S (_score_tile)."""
     dtype: gl.constexpr = k_desc.dtype
     if lo < hi:
         first = (lo - kv_start) // BLOCK_N
@@ -433,7 +439,8 @@ def _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_b
         acc, p_op, m_i, l_i = _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bars.index(buf), phase, lo, offs_m,
                                           N_KV, diagonal, qk_scale, window_left, turn_bars, first + shift,
                                           empty_bars, base + first, NUM_BUFFERS, CONSUMER, PINGPONG, MASKED,
-                                          IS_CAUSAL, WINDOW, BLOCK_M, BLOCK_N, dtype, s_layout, o_layout, mask_from)
+                                          IS_CAUSAL, WINDOW, BLOCK_M, BLOCK_N, dtype, s_layout, o_layout, mask_from,
+                                          pend, flush, LATE)
         for kv in range(lo + BLOCK_N, hi, BLOCK_N):
             acc, p_op, m_i, l_i = _overlap_step(acc, p_op, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars,
                                                 v_bars, empty_bars, turn_bars, off_b, off_kvh, offs_m, kv, kv_start,
@@ -661,7 +668,8 @@ def _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v
                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                 NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, base=0, turn_base=0,
                 HALF_DIAGONAL: gl.constexpr = False, next_q=None, has_next=0, Q_EARLY: gl.constexpr = False,
-                CHAIN_RANGES: gl.constexpr = False, SWAP_ROWS: gl.constexpr = False, ONE_LOOP: gl.constexpr = False):
+                CHAIN_RANGES: gl.constexpr = False, SWAP_ROWS: gl.constexpr = False, ONE_LOOP: gl.constexpr = False,
+                pend=None, pend_valid=0, LATE: gl.constexpr = False):
     """The masked tiles [kv_start, free_start) at a window's left edge (none without a window), the mask-free
     ones [free_start, free_end), then the masked ones [free_end, kv_end). base, turn_base (PERSISTENT, rungs 2-4):
     the ring tiles and PINGPONG turns of the program's earlier work items. HALF_DIAGONAL (causal, rung 4's lower
@@ -671,7 +679,8 @@ def _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v
     ranges as one pipeline (_attend_chain). ONE_LOOP (no window): [kv_start, kv_end) in one _attend_pipelined
     whose tiles from free_end on are masked (MASKED=2), so that an item runs one copy of the pipeline's code
     instead of one per range (under HALF_DIAGONAL one _attend_half_last over the whole range); ONE_LOOP=2: every
-    tile masked (one softmax in the code, the mask's arithmetic on every tile)."""
+    tile masked (one softmax in the code, the mask's arithmetic on every tile). LATE (pend_valid: there is a
+    previous item): the previous item's epilogue (pend) runs under the first S of the first range with tiles."""
     if PIPELINED and ONE_LOOP and not WINDOW:
         LOOP_MASKED: gl.constexpr = 2 if ONE_LOOP == 1 else True
         if HALF_DIAGONAL and (CONSUMER == 0 or SWAP_ROWS) and IS_CAUSAL:
@@ -709,19 +718,23 @@ def _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v
         # Q_EARLY: which range is the last with tiles (the masked one whenever it has any)
         early_free = has_next & (kv_end <= free_end)
         early_window = early_free & (free_end <= free_start)
+        # LATE: the first range with tiles runs the previous item's epilogue
+        flush_window = pend_valid & (gl.to_tensor(free_start) > kv_start)
+        flush_free = pend_valid & (gl.to_tensor(free_start) <= kv_start) & (gl.to_tensor(free_end) > free_start)
+        flush_masked = pend_valid & (gl.to_tensor(free_start) <= kv_start) & (gl.to_tensor(free_end) <= free_start)
         if WINDOW:
             acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars,
                                               v_bars, empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start,
                                               free_start, kv_start, kv_end, N_KV, diagonal, qk_scale, window_left,
                                               turn_base, True, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG,
                                               BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base,
-                                              next_q, early_window, Q_EARLY)
+                                              next_q, early_window, Q_EARLY, 0, pend, flush_window, LATE)
         acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
                                           empty_bars, turn_bars, off_b, off_kvh, offs_m, free_start, free_end,
                                           kv_start, kv_end, N_KV, diagonal, qk_scale, window_left, shift_free,
                                           False, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG, BLOCK_M, BLOCK_N,
                                           HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, next_q, early_free,
-                                          Q_EARLY)
+                                          Q_EARLY, 0, pend, flush_free, LATE)
         if HALF_DIAGONAL and (CONSUMER == 0 or SWAP_ROWS) and IS_CAUSAL:
             if (kv_end > free_end) & _half_fits(offs_m, kv_start, kv_end, N_KV, diagonal, BLOCK_N):
                 acc, m_i, l_i = _attend_half_last(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars,
@@ -736,14 +749,15 @@ def _attend_all(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v
                                                   kv_end, kv_start, kv_end, N_KV, diagonal, qk_scale, window_left,
                                                   shift_masked, True, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER,
                                                   PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout,
-                                                  o_layout, base, next_q, has_next, Q_EARLY)
+                                                  o_layout, base, next_q, has_next, Q_EARLY, 0, pend, flush_masked,
+                                                  LATE)
         else:
             acc, m_i, l_i = _attend_pipelined(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
                                               empty_bars, turn_bars, off_b, off_kvh, offs_m, free_end, kv_end,
                                               kv_start, kv_end, N_KV, diagonal, qk_scale, window_left, shift_masked,
                                               True, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER, PINGPONG, BLOCK_M,
                                               BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, next_q,
-                                              has_next, Q_EARLY)
+                                              has_next, Q_EARLY, 0, pend, flush_masked, LATE)
     else:
         if WINDOW:
             acc, m_i, l_i = _attend_serial(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
@@ -821,7 +835,8 @@ def _attend_own(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v
                 N_KV, diagonal, qk_scale, window_left, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr,
                 CONSUMER: gl.constexpr, PINGPONG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                 HEAD_DIM: gl.constexpr, NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr,
-                base=0, turn_base=0, next_q=None, has_next=0, Q_EARLY: gl.constexpr = False):
+                base=0, turn_base=0, next_q=None, has_next=0, Q_EARLY: gl.constexpr = False, pend=None,
+                pend_valid=0, LATE: gl.constexpr = False):
     """OWN_RANGES (rung 4): the producer loads the tiles of the program's range [kv_start, kv_end) -- the union
     of both consumers' rows' keys -- but each consumer attends only to its own rows' range [own_start, own_end),
     masked where its own rows need a mask: under causal the upper consumer skips the last 64-key tile and the
@@ -842,7 +857,8 @@ def _attend_own(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v
                                 turn_bars, off_b, off_kvh, offs_m, own_start, own_free_start, own_free_end, own_end,
                                 N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW, True, True, CONSUMER,
                                 PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout,
-                                base + first, turn_base, False, next_q, has_next, Q_EARLY)
+                                base + first, turn_base, False, next_q, has_next, Q_EARLY, False, False, False,
+                                pend, pend_valid, LATE)
     for t in range(_turns(own_start, own_free_start, own_free_end, own_end, BLOCK_N), turns):
         _take_turn(turn_bars, turn_base + t, CONSUMER, PINGPONG)
         _pass_turn(turn_bars, CONSUMER, PINGPONG)
@@ -936,6 +952,19 @@ def _write_out(acc, m_i, l_i, q_smem, q_tile, o_desc, lse_ptr, pid_bh, offs_m, o
     q_tile.store(o)
     fence_async_shared()
     tma.async_copy_shared_to_global(o_desc, [off_b, off_h, m_start, 0], q_smem)
+
+
+@gluon.jit
+def _flush_out(pend, dtype: gl.constexpr, o_layout: gl.constexpr):
+    """LATE_EPILOGUE: the way out of a work item's O (already divided by l, its LSE stored: _normalised), run
+    during the next item's first S = Q·Kᵀ. pend: O in `dtype`, where it goes (off_b, off_h, m_start), its staging
+    buffer and O's descriptor. The store before it (an item earlier) has left the buffer once store_wait returns."""
+    o, off_b, off_h, m_start, o_buf, o_tile, o_desc = pend
+    tma.store_wait(0)
+    gl.thread_barrier()                  # every warp of the consumer is past the buffer's last use
+    o_tile.store(o)
+    fence_async_shared()                 # the staged O visible to the TMA unit
+    tma.async_copy_shared_to_global(o_desc, [off_b, off_h, m_start, 0], o_buf)
 
 
 @gluon.jit
@@ -1170,7 +1199,7 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
                          CHAIN_RANGES: gl.constexpr = False, TABLE_AHEAD: gl.constexpr = False,
                          SPLIT_TAIL: gl.constexpr = False, SWAP_ROWS: gl.constexpr = False,
                          ONE_LOOP: gl.constexpr = False, O_DIRECT: gl.constexpr = False,
-                         O_IN_Q: gl.constexpr = False):
+                         O_IN_Q: gl.constexpr = False, LATE_EPILOGUE: gl.constexpr = False):
     """PERSISTENT (rungs 3-4): consumer CONSUMER over its work items (_work_item, _persistent_item). Its Q rows
     have one shared buffer: the next item's Q is loaded (by this consumer) as soon as the last wgmma that reads
     this item's Q has completed, so the load overlaps this item's epilogue; Q_EARLY: before the item's last P·V
@@ -1184,7 +1213,8 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
     H200 -- gpu/persistent_debug.py.) TABLE_AHEAD (SCHEDULED): each item's table entry is loaded when the item
     before it starts, so neither the item nor the next Q's load waits for a read of the table. SWAP_ROWS (rung 4):
     the two consumers trade query-row halves on odd items (_row_half). ONE_LOOP: an item's key range in one
-    pipeline (_attend_all)."""
+    pipeline (_attend_all). LATE_EPILOGUE: each item's epilogue runs under the next item's first S = Q·Kᵀ
+    (_persistent_item), the last item's after the loop."""
     (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars,
      turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left, schedule_ptr, o_ptr) = args
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
@@ -1198,13 +1228,45 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
             _load_q(q_desc, q_smem, q_bars, 0, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER, IS_CAUSAL,
                     PAIRED, BLOCK_M, SCHEDULED, 2 * CONSUMER)
         for count in range(0, n_items, 2):
-            base, turn_base = _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL, WINDOW,
-                                               NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
-                                               OWN_RANGES, Q_REGS, Q_AHEAD, 2 * CONSUMER, HALF_DIAGONAL)
+            base, turn_base, _ = _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL, WINDOW,
+                                                  NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
+                                                  OWN_RANGES, Q_REGS, Q_AHEAD, 2 * CONSUMER, HALF_DIAGONAL)
             if count + 1 < n_items:
-                base, turn_base = _persistent_item(args, count + 1, n_items, base, turn_base, IS_CAUSAL, WINDOW,
-                                                   NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
-                                                   OWN_RANGES, Q_REGS, Q_AHEAD, 2 * CONSUMER + 1, HALF_DIAGONAL)
+                base, turn_base, _ = _persistent_item(args, count + 1, n_items, base, turn_base, IS_CAUSAL, WINDOW,
+                                                      NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
+                                                      OWN_RANGES, Q_REGS, Q_AHEAD, 2 * CONSUMER + 1, HALF_DIAGONAL)
+    elif LATE_EPILOGUE:
+        HEAD_DIM: gl.constexpr = q_desc.block_type.shape[3]
+        o_layout: gl.constexpr = _wgmma_layout(num_warps, HEAD_DIM)
+        o_buf = o_smem.index(CONSUMER)
+        # the pending way out: none before the first item (pend_valid = count > 0), these are placeholders
+        p_o = gl.zeros([Q_ROWS, HEAD_DIM], q_desc.dtype, o_layout)
+        p_off_b = pid * 0
+        p_off_h = pid * 0
+        p_m_start = pid * 0
+        row = 0
+        u_next = 0
+        if TABLE_AHEAD:
+            row = gl.load(schedule_ptr + pid)
+            u_next = _table_entry(schedule_ptr, nprog, row, 0, n_items)
+        if n_items > 0:
+            _load_q(q_desc, q_smem, q_bars, 0, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER, IS_CAUSAL,
+                    PAIRED, BLOCK_M, SCHEDULED, CONSUMER, TABLE_AHEAD, u_next)
+        for count in range(n_items):
+            u_cur = u_next
+            if TABLE_AHEAD:                          # the next item's entry, read while this item runs
+                u_next = _table_entry(schedule_ptr, nprog, row, count + 1, n_items)
+            pend = (p_o, p_off_b, p_off_h, p_m_start, o_buf, o_buf.reshape([Q_ROWS, HEAD_DIM]), o_desc)
+            base, turn_base, pend = _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL, WINDOW,
+                                                     NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED,
+                                                     num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, CONSUMER,
+                                                     HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES, TABLE_AHEAD, u_cur,
+                                                     u_next, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP, O_DIRECT, O_IN_Q,
+                                                     True, pend)
+            p_o, p_off_b, p_off_h, p_m_start = pend[0], pend[1], pend[2], pend[3]
+        if n_items > 0:                              # the last item's way out
+            _flush_out((p_o, p_off_b, p_off_h, p_m_start, o_buf, o_buf.reshape([Q_ROWS, HEAD_DIM]), o_desc),
+                       q_desc.dtype, o_layout)
     else:
         row = 0
         u_next = 0
@@ -1218,11 +1280,11 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
             u_cur = u_next
             if TABLE_AHEAD:                          # the next item's entry, read while this item runs
                 u_next = _table_entry(schedule_ptr, nprog, row, count + 1, n_items)
-            base, turn_base = _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL, WINDOW,
-                                               NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
-                                               OWN_RANGES, Q_REGS, Q_AHEAD, CONSUMER, HALF_DIAGONAL, Q_EARLY,
-                                               CHAIN_RANGES, TABLE_AHEAD, u_cur, u_next, SPLIT_TAIL, SWAP_ROWS,
-                                               ONE_LOOP, O_DIRECT, O_IN_Q)
+            base, turn_base, _ = _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL, WINDOW,
+                                                  NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
+                                                  OWN_RANGES, Q_REGS, Q_AHEAD, CONSUMER, HALF_DIAGONAL, Q_EARLY,
+                                                  CHAIN_RANGES, TABLE_AHEAD, u_cur, u_next, SPLIT_TAIL, SWAP_ROWS,
+                                                  ONE_LOOP, O_DIRECT, O_IN_Q)
     tma.store_wait(0)
 
 
@@ -1235,12 +1297,15 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
                      CHAIN_RANGES: gl.constexpr = False, TABLE_AHEAD: gl.constexpr = False, u_cur=0, u_next=0,
                      SPLIT_TAIL: gl.constexpr = False, SWAP_ROWS: gl.constexpr = False,
                      ONE_LOOP: gl.constexpr = False, O_DIRECT: gl.constexpr = False,
-                     O_IN_Q: gl.constexpr = False):
+                     O_IN_Q: gl.constexpr = False, LATE: gl.constexpr = False, pend=0):
     """Consumer CONSUMER's work item `count` of its program, its Q in buffer Q_SLOT (the item's (count // 2)-th
     use of it under Q_AHEAD, its count-th otherwise): returns (base, turn_base) advanced past the item.
     O_DIRECT: O stored from registers (_store_out) instead of staged for a TMA store (_write_out). O_IN_Q: O staged
     in the Q buffer (every wgmma that reads Q is done), and the next item's Q loaded into it once the store has
-    read it."""
+    read it. LATE (LATE_EPILOGUE): this item's O is divided by l and its LSE stored at its end, but the way out of
+    the previous item's O (pend, if count > 0: _flush_out) runs under this item's first S = Q·Kᵀ, and this
+    item's is left to the next one: returns (base, turn_base, pend) with this item's
+    (without LATE, pend as given)."""
     (q_desc, k_desc, v_desc, o_desc, lse_ptr, q_smem, o_smem, k_smem, v_smem, q_bars, k_bars, v_bars, empty_bars,
      turn_bars, pid, nprog, num_m, BH, H, GROUP, N_Q, N_KV, qk_scale, window_left, schedule_ptr, o_ptr) = args
     Q_ROWS: gl.constexpr = q_desc.block_type.shape[2]
@@ -1283,6 +1348,38 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
     if Q_EARLY:                 # the next item's Q loads before this item's (OWN_RANGES: own range's) last P·V
         next_q = _next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
                          CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED, TABLE_AHEAD, u_next)
+    if LATE:
+        pend_valid = count > 0
+        if OWN_RANGES:
+            start, own_free_start, own_free_end, end, item_turns = _own_work(
+                m_prog, CONSUMER, N_Q, N_KV, window_left, kv_start, kv_end, IS_CAUSAL, WINDOW, Q_ROWS, BLOCK_N)
+            acc, m_i, l_i = _attend_own(acc, m_i, l_i, q_op, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+                                        empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, kv_end, start,
+                                        own_free_start, own_free_end, end, item_turns, N_KV, diagonal, qk_scale,
+                                        window_left, IS_CAUSAL, WINDOW, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N,
+                                        HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, turn_base, next_q,
+                                        has_next, Q_EARLY, pend, pend_valid, True)
+        else:
+            start = kv_start
+            end = kv_end
+            item_turns = _turns(kv_start, free_start, free_end, kv_end, BLOCK_N)
+            acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_op, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+                                        empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, free_start,
+                                        free_end, kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW,
+                                        True, True, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N, HEAD_DIM, NUM_BUFFERS,
+                                        s_layout, o_layout, base, turn_base, False, next_q, has_next, Q_EARLY,
+                                        False, False, False, pend, pend_valid, True)
+        if Q_EARLY:
+            if has_next & (end <= start):            # no key tile: no last P·V to load it at
+                _issue_q(next_q)
+        if pend_valid & (end <= start):              # no key tile: no first S to hide the last item's epilogue
+            _flush_out(pend, dtype, o_layout)
+        if not Q_REGS and not Q_EARLY:
+            _load_next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
+                         CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED, TABLE_AHEAD, u_next)
+        o = _normalised(acc, m_i, l_i, lse_ptr, pid_bh, offs_m, N_Q, dtype, o_layout)     # 32 registers, not 64
+        pend = (o, off_b, off_h, m_start, o_buf, o_tile, o_desc)
+        return base + gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N), turn_base + item_turns, pend
     if OWN_RANGES:
         start, own_free_start, own_free_end, end, item_turns = _own_work(
             m_prog, CONSUMER, N_Q, N_KV, window_left, kv_start, kv_end, IS_CAUSAL, WINDOW, Q_ROWS, BLOCK_N)
@@ -1335,7 +1432,7 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
         tma.store_wait(0)                            # the previous item's O has left o_buf
         _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q,
                    dtype, o_layout)
-    return base + gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N), turn_base + item_turns
+    return base + gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N), turn_base + item_turns, pend
 
 
 @gluon.jit
@@ -1428,7 +1525,7 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
                           Q_AHEAD: gl.constexpr, HALF_DIAGONAL: gl.constexpr, Q_EARLY: gl.constexpr,
                           CHAIN_RANGES: gl.constexpr, TABLE_AHEAD: gl.constexpr, SPLIT_TAIL: gl.constexpr,
                           SWAP_ROWS: gl.constexpr, ONE_LOOP: gl.constexpr, O_DIRECT: gl.constexpr,
-                          O_IN_Q: gl.constexpr, num_warps: gl.constexpr):
+                          O_IN_Q: gl.constexpr, LATE_EPILOGUE: gl.constexpr, num_warps: gl.constexpr):
     """Grid (cdiv(N_Q, BLOCK_M), B·H), or PERSISTENT (rungs 3-4) at most one program per SM, each taking its
     units of the cdiv(N_Q, BLOCK_M)·BH query tiles round-robin (_units, _work_item). q_desc/o_desc: 4-D
     (B, H, N_Q, D) descriptors with (1, 1, BLOCK_M / C, D) boxes, C the rung's consumer partitions (consumers());
@@ -1471,12 +1568,18 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
     gl.static_assert(not O_IN_Q or (PERSISTENT and not O_DIRECT and not Q_REGS and not Q_AHEAD and not Q_EARLY),
                      "O_IN_Q stages a PERSISTENT program's O in its Q buffer (not with O_DIRECT, Q_REGS, Q_AHEAD "
                      "or Q_EARLY)")
+    gl.static_assert(not LATE_EPILOGUE or (PERSISTENT and not O_DIRECT and not O_IN_Q and not Q_AHEAD
+                                            and not HALF_DIAGONAL and not CHAIN_RANGES and not SWAP_ROWS
+                                            and not ONE_LOOP),
+                     "LATE_EPILOGUE runs a PERSISTENT item's epilogue under the next item's first S (not with "
+                     "O_DIRECT, O_IN_Q, Q_AHEAD, HALF_DIAGONAL, CHAIN_RANGES, SWAP_ROWS or ONE_LOOP)")
 
     if PERSISTENT:
         _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left, BH,
                     schedule_ptr, IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG,
                     SCHEDULED, OWN_RANGES, Q_REGS, SPLIT_EMPTY, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
-                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP, num_warps, o_ptr, O_DIRECT, O_IN_Q)
+                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP, num_warps, o_ptr, O_DIRECT, O_IN_Q,
+                    LATE_EPILOGUE)
     else:
         _one_tile(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk_scale, window_left,
                   IS_CAUSAL, WINDOW, RUNG, NUM_BUFFERS, PRODUCER_REGS, CONSUMER_REGS, PINGPONG, OWN_RANGES,
@@ -1604,7 +1707,8 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
                 SPLIT_EMPTY: gl.constexpr, Q_AHEAD: gl.constexpr, HALF_DIAGONAL: gl.constexpr,
                 Q_EARLY: gl.constexpr, CHAIN_RANGES: gl.constexpr, TABLE_AHEAD: gl.constexpr,
                 SPLIT_TAIL: gl.constexpr, SWAP_ROWS: gl.constexpr, ONE_LOOP: gl.constexpr, num_warps: gl.constexpr,
-                o_ptr=None, O_DIRECT: gl.constexpr = False, O_IN_Q: gl.constexpr = False):
+                o_ptr=None, O_DIRECT: gl.constexpr = False, O_IN_Q: gl.constexpr = False,
+                LATE_EPILOGUE: gl.constexpr = False):
     """PERSISTENT: the rung's partitions, each looping over the program's work items (_consumer_persistent,
     _producer_persistent); shared memory and barriers are set up once. O_DIRECT: no O staging buffers (O goes
     from registers to o_ptr), which leaves their shared memory to the K/V ring; O_IN_Q: no O staging buffers either,
@@ -1631,10 +1735,10 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
                                     num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
-                                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP, O_DIRECT, O_IN_Q)),
+                                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP, O_DIRECT, O_IN_Q, LATE_EPILOGUE)),
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 1, SCHEDULED,
                                     num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
-                                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP, O_DIRECT, O_IN_Q)),
+                                    TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP, O_DIRECT, O_IN_Q, LATE_EPILOGUE)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
                                     BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
                                     NUM_BUFFERS, SCHEDULED, TABLE_AHEAD, SPLIT_TAIL)),
@@ -1643,7 +1747,7 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
         gl.warp_specialize([
             (_consumer_persistent, (consumer, IS_CAUSAL, WINDOW, NUM_BUFFERS, PINGPONG, CONSUMERS, 0, SCHEDULED,
                                     num_warps, False, Q_REGS, Q_AHEAD, HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES,
-                                    TABLE_AHEAD, SPLIT_TAIL, False, ONE_LOOP, O_DIRECT, O_IN_Q)),
+                                    TABLE_AHEAD, SPLIT_TAIL, False, ONE_LOOP, O_DIRECT, O_IN_Q, LATE_EPILOGUE)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
                                     BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
                                     NUM_BUFFERS, SCHEDULED, TABLE_AHEAD, SPLIT_TAIL)),
@@ -1786,6 +1890,11 @@ def rung_config(rung, head_dim, config=None):
             cfg.get(flag) for flag in ("O_DIRECT", "Q_REGS", "Q_AHEAD", "Q_EARLY"))):
         raise ValueError("O_IN_Q stages a PERSISTENT program's O in its Q buffer: it needs PERSISTENT, without "
                          "O_DIRECT, Q_REGS, Q_AHEAD or Q_EARLY")
+    if cfg.get("LATE_EPILOGUE") and (not cfg.get("PERSISTENT") or any(cfg.get(flag) for flag in (
+            "O_DIRECT", "O_IN_Q", "Q_AHEAD", "HALF_DIAGONAL", "CHAIN_RANGES", "SWAP_ROWS", "ONE_LOOP"))):
+        raise ValueError("LATE_EPILOGUE runs a PERSISTENT work item's epilogue under the next item's first S: it "
+                         "needs PERSISTENT, without O_DIRECT, O_IN_Q, Q_AHEAD, HALF_DIAGONAL, CHAIN_RANGES, "
+                         "SWAP_ROWS or ONE_LOOP")
     if cfg.get("PROGRAMS_PER_SM", 1) != 1 and not cfg.get("PERSISTENT"):
         raise ValueError("PROGRAMS_PER_SM sizes a PERSISTENT launch's grid; set PERSISTENT too")
     if cfg.get("HALF_DIAGONAL") and (rung != 4 or cfg["BLOCK_N"] != 128 or cfg.get("OWN_RANGES") or cfg.get("Q_REGS")):
@@ -1806,7 +1915,7 @@ def _constexprs(rung, causal, cfg, window=False):
                 TABLE_AHEAD=bool(cfg.get("TABLE_AHEAD", False)), SPLIT_TAIL=bool(cfg.get("SPLIT_TAIL", False)),
                 SWAP_ROWS=bool(cfg.get("SWAP_ROWS", False)), ONE_LOOP=int(cfg.get("ONE_LOOP", 0)),
                 O_DIRECT=bool(cfg.get("O_DIRECT", False)), O_IN_Q=bool(cfg.get("O_IN_Q", False)),
-                num_warps=cfg["num_warps"])
+                LATE_EPILOGUE=bool(cfg.get("LATE_EPILOGUE", False)), num_warps=cfg["num_warps"])
 
 
 def _options(cfg):

@@ -280,4 +280,20 @@ CONFIGS = {
     "r4_n128b3_persistent_split_half_pairplan_oinq": (4, dict(BLOCK_N=128, NUM_BUFFERS=3, PERSISTENT=1,
                                                               SCHEDULED=2, TABLE_AHEAD=1, PRODUCER_REGS=32,
                                                               SPLIT_EMPTY=1, HALF_DIAGONAL=1, O_IN_Q=1)),
+    # LATE_EPILOGUE: each work item's epilogue (O / l staged and sent out by TMA, the LSE) runs while the next
+    # item's first S = Q·Kᵀ is computed, so the tensor cores do not wait on it. The next Q must then be there when
+    # an item ends: Q_REGS loads it a whole item ahead (its buffer is free once Q is in registers; TABLE_AHEAD does
+    # not combine with Q_REGS), Q_EARLY before the item's last P·V. The 5- and 4-deep 64-key rings that run at
+    # N = 512 causal, and Q_REGS alone as the control
+    "r4_n64b5_persistent_own_pairplan_qregs": (4, dict(BLOCK_N=64, NUM_BUFFERS=5, PERSISTENT=1, SCHEDULED=2,
+                                                       PRODUCER_REGS=32, OWN_RANGES=1, Q_REGS=1)),
+    "r4_n64b5_persistent_own_pairplan_qregs_late": (4, dict(BLOCK_N=64, NUM_BUFFERS=5, PERSISTENT=1, SCHEDULED=2,
+                                                            PRODUCER_REGS=32, OWN_RANGES=1, Q_REGS=1,
+                                                            LATE_EPILOGUE=1)),
+    "r4_n64b5_persistent_own_pairplan_early_late": (4, dict(BLOCK_N=64, NUM_BUFFERS=5, PERSISTENT=1, SCHEDULED=2,
+                                                            TABLE_AHEAD=1, PRODUCER_REGS=32, OWN_RANGES=1,
+                                                            Q_EARLY=1, LATE_EPILOGUE=1)),
+    "r4_n64b4_persistent_own_pairplan_qregs_late": (4, dict(BLOCK_N=64, NUM_BUFFERS=4, PERSISTENT=1, SCHEDULED=2,
+                                                            PRODUCER_REGS=32, OWN_RANGES=1, Q_REGS=1,
+                                                            LATE_EPILOGUE=1)),
 }

@@ -1235,39 +1235,17 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
                 base, turn_base, _ = _persistent_item(args, count + 1, n_items, base, turn_base, IS_CAUSAL, WINDOW,
                                                       NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
                                                       OWN_RANGES, Q_REGS, Q_AHEAD, 2 * CONSUMER + 1, HALF_DIAGONAL)
-    elif LATE_EPILOGUE:
-        HEAD_DIM: gl.constexpr = q_desc.block_type.shape[3]
-        o_layout: gl.constexpr = _wgmma_layout(num_warps, HEAD_DIM)
-        o_buf = o_smem.index(CONSUMER)
-        # the pending way out: none before the first item (pend_valid = count > 0), these are placeholders
-        p_o = gl.zeros([Q_ROWS, HEAD_DIM], q_desc.dtype, o_layout)
-        p_off_b = pid * 0
-        p_off_h = pid * 0
-        p_m_start = pid * 0
-        row = 0
-        u_next = 0
-        if TABLE_AHEAD:
-            row = gl.load(schedule_ptr + pid)
-            u_next = _table_entry(schedule_ptr, nprog, row, 0, n_items)
-        if n_items > 0:
-            _load_q(q_desc, q_smem, q_bars, 0, pid, nprog, num_m, BH, H, GROUP, schedule_ptr, CONSUMER, IS_CAUSAL,
-                    PAIRED, BLOCK_M, SCHEDULED, CONSUMER, TABLE_AHEAD, u_next)
-        for count in range(n_items):
-            u_cur = u_next
-            if TABLE_AHEAD:                          # the next item's entry, read while this item runs
-                u_next = _table_entry(schedule_ptr, nprog, row, count + 1, n_items)
-            pend = (p_o, p_off_b, p_off_h, p_m_start, o_buf, o_buf.reshape([Q_ROWS, HEAD_DIM]), o_desc)
-            base, turn_base, pend = _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL, WINDOW,
-                                                     NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED,
-                                                     num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, CONSUMER,
-                                                     HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES, TABLE_AHEAD, u_cur,
-                                                     u_next, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP, O_DIRECT, O_IN_Q,
-                                                     True, pend)
-            p_o, p_off_b, p_off_h, p_m_start = pend[0], pend[1], pend[2], pend[3]
-        if n_items > 0:                              # the last item's way out
-            _flush_out((p_o, p_off_b, p_off_h, p_m_start, o_buf, o_buf.reshape([Q_ROWS, HEAD_DIM]), o_desc),
-                       q_desc.dtype, o_layout)
     else:
+        if LATE_EPILOGUE:
+            HEAD_DIM: gl.constexpr = q_desc.block_type.shape[3]
+            o_layout: gl.constexpr = _wgmma_layout(num_warps, HEAD_DIM)
+            o_buf = o_smem.index(CONSUMER)
+            o_tile = o_buf.reshape([Q_ROWS, HEAD_DIM])
+            # the pending way out: none before the first item (pend_valid = count > 0), these are placeholders
+            p_o = gl.zeros([Q_ROWS, HEAD_DIM], q_desc.dtype, o_layout)
+            p_off_b = pid * 0
+            p_off_h = pid * 0
+            p_m_start = pid * 0
         row = 0
         u_next = 0
         if TABLE_AHEAD:
@@ -1280,11 +1258,24 @@ def _consumer_persistent(args, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, NU
             u_cur = u_next
             if TABLE_AHEAD:                          # the next item's entry, read while this item runs
                 u_next = _table_entry(schedule_ptr, nprog, row, count + 1, n_items)
-            base, turn_base, _ = _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL, WINDOW,
-                                                  NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED, num_warps,
-                                                  OWN_RANGES, Q_REGS, Q_AHEAD, CONSUMER, HALF_DIAGONAL, Q_EARLY,
-                                                  CHAIN_RANGES, TABLE_AHEAD, u_cur, u_next, SPLIT_TAIL, SWAP_ROWS,
-                                                  ONE_LOOP, O_DIRECT, O_IN_Q)
+            if LATE_EPILOGUE:
+                pend = (p_o, p_off_b, p_off_h, p_m_start, o_buf, o_tile, o_desc)
+                base, turn_base, pend = _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL, WINDOW,
+                                                         NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED,
+                                                         num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, CONSUMER,
+                                                         HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES, TABLE_AHEAD, u_cur,
+                                                         u_next, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP, O_DIRECT, O_IN_Q,
+                                                         True, pend)
+                p_o, p_off_b, p_off_h, p_m_start = pend[0], pend[1], pend[2], pend[3]
+            else:
+                base, turn_base, _ = _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL, WINDOW,
+                                                      NUM_BUFFERS, PINGPONG, CONSUMERS, CONSUMER, SCHEDULED,
+                                                      num_warps, OWN_RANGES, Q_REGS, Q_AHEAD, CONSUMER,
+                                                      HALF_DIAGONAL, Q_EARLY, CHAIN_RANGES, TABLE_AHEAD, u_cur,
+                                                      u_next, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP, O_DIRECT, O_IN_Q)
+        if LATE_EPILOGUE:
+            if n_items > 0:                          # the last item's way out
+                _flush_out((p_o, p_off_b, p_off_h, p_m_start, o_buf, o_tile, o_desc), q_desc.dtype, o_layout)
     tma.store_wait(0)
 
 
@@ -1348,38 +1339,7 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
     if Q_EARLY:                 # the next item's Q loads before this item's (OWN_RANGES: own range's) last P·V
         next_q = _next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
                          CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED, TABLE_AHEAD, u_next)
-    if LATE:
-        pend_valid = count > 0
-        if OWN_RANGES:
-            start, own_free_start, own_free_end, end, item_turns = _own_work(
-                m_prog, CONSUMER, N_Q, N_KV, window_left, kv_start, kv_end, IS_CAUSAL, WINDOW, Q_ROWS, BLOCK_N)
-            acc, m_i, l_i = _attend_own(acc, m_i, l_i, q_op, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
-                                        empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, kv_end, start,
-                                        own_free_start, own_free_end, end, item_turns, N_KV, diagonal, qk_scale,
-                                        window_left, IS_CAUSAL, WINDOW, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N,
-                                        HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, turn_base, next_q,
-                                        has_next, Q_EARLY, pend, pend_valid, True)
-        else:
-            start = kv_start
-            end = kv_end
-            item_turns = _turns(kv_start, free_start, free_end, kv_end, BLOCK_N)
-            acc, m_i, l_i = _attend_all(acc, m_i, l_i, q_op, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
-                                        empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, free_start,
-                                        free_end, kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW,
-                                        True, True, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N, HEAD_DIM, NUM_BUFFERS,
-                                        s_layout, o_layout, base, turn_base, False, next_q, has_next, Q_EARLY,
-                                        False, False, False, pend, pend_valid, True)
-        if Q_EARLY:
-            if has_next & (end <= start):            # no key tile: no last P·V to load it at
-                _issue_q(next_q)
-        if pend_valid & (end <= start):              # no key tile: no first S to hide the last item's epilogue
-            _flush_out(pend, dtype, o_layout)
-        if not Q_REGS and not Q_EARLY:
-            _load_next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
-                         CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED, TABLE_AHEAD, u_next)
-        o = _normalised(acc, m_i, l_i, lse_ptr, pid_bh, offs_m, N_Q, dtype, o_layout)     # 32 registers, not 64
-        pend = (o, off_b, off_h, m_start, o_buf, o_tile, o_desc)
-        return base + gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N), turn_base + item_turns, pend
+    pend_valid = count > 0                           # LATE: there is a previous item's O to send out
     if OWN_RANGES:
         start, own_free_start, own_free_end, end, item_turns = _own_work(
             m_prog, CONSUMER, N_Q, N_KV, window_left, kv_start, kv_end, IS_CAUSAL, WINDOW, Q_ROWS, BLOCK_N)
@@ -1388,7 +1348,7 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
                                     own_free_start, own_free_end, end, item_turns, N_KV, diagonal, qk_scale,
                                     window_left, IS_CAUSAL, WINDOW, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N,
                                     HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, turn_base, next_q, has_next,
-                                    Q_EARLY)
+                                    Q_EARLY, pend, pend_valid, LATE)
         if Q_EARLY:
             if has_next & (end <= start):            # no own key tile: no last P·V to load it at
                 _issue_q(next_q)
@@ -1398,7 +1358,8 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
                                     empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, free_start,
                                     free_end, kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW,
                                     True, True, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N, HEAD_DIM, NUM_BUFFERS,
-                                    s_layout, o_layout, base, turn_base, HALF_DIAGONAL, next_q, has_next, True)
+                                    s_layout, o_layout, base, turn_base, HALF_DIAGONAL, next_q, has_next, True,
+                                    False, False, False, pend, pend_valid, LATE)
         if has_next & (kv_end <= kv_start):          # an item without key tiles had no last P·V to load it at
             _issue_q(next_q)
     elif CHAIN_RANGES:
@@ -1418,7 +1379,7 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
                                     free_end, kv_end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL, WINDOW,
                                     True, True, CONSUMER, PINGPONG, Q_ROWS, BLOCK_N, HEAD_DIM, NUM_BUFFERS,
                                     s_layout, o_layout, base, turn_base, HALF_DIAGONAL, None, 0, False, False,
-                                    SWAP_ROWS, ONE_LOOP)
+                                    SWAP_ROWS, ONE_LOOP, pend, pend_valid, LATE)
     if O_IN_Q:                                       # every wgmma reading Q is done: O goes through its buffer,
         _write_out(acc, m_i, l_i, o_buf, o_tile, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, m_start, N_Q,
                    dtype, o_layout)
@@ -1426,6 +1387,16 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
     if not Q_REGS and not Q_AHEAD and not Q_EARLY:   # every wgmma reading this Q is done: the next item's
         _load_next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
                      CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED, TABLE_AHEAD, u_next, SWAP_ROWS)
+    if LATE:
+        if OWN_RANGES:
+            no_tile = end <= start
+        else:
+            no_tile = kv_end <= kv_start
+        if pend_valid & no_tile:                     # no first S to hide the last item's way out under
+            _flush_out(pend, dtype, o_layout)
+        o = _normalised(acc, m_i, l_i, lse_ptr, pid_bh, offs_m, N_Q, dtype, o_layout)     # 32 registers, not 64
+        pend = (o, off_b, off_h, m_start, o_buf, o_tile, o_desc)
+        return base + gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N), turn_base + item_turns, pend
     if O_DIRECT:
         _store_out(acc, m_i, l_i, o_ptr, o_desc, lse_ptr, pid_bh, offs_m, off_b, off_h, N_Q, dtype, o_layout)
     elif not O_IN_Q:

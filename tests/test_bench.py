@@ -104,11 +104,17 @@ def test_default_output_is_not_the_books_results():
     assert args.out.name == "bench-results" and "book" not in args.out.parts
 
 
-def test_ladder_versions_are_providers(tmp_path):
+def test_ladder_versions_are_providers(tmp_path, monkeypatch):
+    """fa2@vN names a ladder version as a provider, checked and timed like the others (two of the tiny sweep's
+    shapes, one causal fp16 and one full bf16: every version runs each under the interpreter)."""
+    kept = ((True, "fp16"), (False, "bf16"))
+    two = lambda hkv=None: [s for s in bench.tiny_sweep(hkv) if (s.causal, s.dtype) in kept and s.N == 64]
+    monkeypatch.setitem(bench.SWEEPS, "tiny", two)
+    assert len(two()) == 2
     argv = ["--sweep", "tiny", "--out", str(tmp_path), "--providers", "fa2@v0,fa2@v3,fa2", *FAST, "--no-plot"]
     assert bench.main(argv) == 0
     _, rows = read_rows(tmp_path / "tiny.csv")
-    assert {r["provider"] for r in rows} == {"fa2@v0", "fa2@v3", "fa2"}
+    assert len(rows) == 3 * 2 and {r["provider"] for r in rows} == {"fa2@v0", "fa2@v3", "fa2"}
     assert all(r["check"] == "ok" for r in rows)
 
 

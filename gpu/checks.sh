@@ -7,6 +7,8 @@ if [ "${SKIP_TUNE:-0}" != 1 ]; then
   python3 -m fa2.tune 2>&1 | grep -v Warning | tee $OUT/tune.log || exit 1
   cp fa2/configs/*.json $OUT/
 fi
-# FA2_GLUON_ALL=1: also the sm_90 compiles CI leaves out (fp16 rungs, options no table ships: tests/test_gluon.py)
-FA2_GLUON_ALL=1 FA2_SWEEP_CSV=$OUT/gpu_correctness_sweep.csv python3 -m pytest tests -o addopts="" -q -p no:cacheprovider \
+# FA2_GLUON_ALL=1: also the sm_90 compiles CI leaves out (fp16 rungs, options no table ships: tests/test_gluon.py).
+# JOBS=N: N pytest workers, a test file to each (about 6 min with 8 on an H200, inside one 10-minute call).
+FA2_GLUON_ALL=1 FA2_SWEEP_CSV=$OUT/gpu_correctness_sweep.csv python3 -m pytest tests ${JOBS:+-n $JOBS --dist loadfile} \
+  -o addopts="" -q -rfE -p no:cacheprovider \
   -W ignore::DeprecationWarning 2>&1 | tee $OUT/pytest.log | tail -25

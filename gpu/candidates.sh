@@ -1,6 +1,7 @@
 # Sourced by the scripts that check new Gluon candidates by name and then time them (short_causal.sh, qahead.sh,
 # half_diagonal.sh, q_early.sh, chain.sh, table_ahead.sh, nopp.sh, nopp_early.sh, pairplan.sh, short_table.sh,
-# swap_rows.sh, one_loop.sh, rung3_persistent.sh, own_early.sh, rung3_x2.sh, o_in_q.sh, late_epilogue.sh).
+# swap_rows.sh, one_loop.sh, rung3_persistent.sh, own_early.sh, rung3_x2.sh, o_in_q.sh, late_epilogue.sh,
+# own_down.sh).
 # They set OUT, and G (a scratch folder) and LOG with start_log (check_and_time calls it itself).
 
 # start_log TAG: the scratch folder G (/tmp/gluon) and LOG ($OUT/TAG.log), which starts with the GPU's clocks,

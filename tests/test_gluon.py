@@ -1213,6 +1213,85 @@ def test_own_ranges_persistent_ring_and_turns(hopper, NUM_BUFFERS, split):
                 _simulate_persistent(4, items, NUM_BUFFERS, hopper.ring_slot, rng, True, hopper.turn_phase, split)
 
 
+@pytest.mark.parametrize("BN", [128, 64])
+def test_own_ranges_down_visit_each_own_tile_once(hopper, BN):
+    """OWN_RANGES=2 (down_steps, the kernel's _attend_own_down): a consumer's steps take every key tile of its own
+    range exactly once, from the diagonal down, each from the ring position the producer loaded it into (position
+    p holds tile n_tiles - 1 - p); every tile that needs a mask (from free_end on) and the first step are masked,
+    the other steps mask-free tiles every one of its rows sees; the skipped positions are the rest of the
+    program's tiles. A walk that took the first tile unmasked, or a producer that loaded in key order, fails."""
+    BM = 128
+    for causal in (False, True):
+        for nq, nk in _tile_cases(BM, BN):
+            visible = _visible(nq, nk, causal, -1)
+            for m_start in range(0, nq, BM):
+                kv_start, _, _, kv_end = hopper.kv_range(m_start, nq, nk, BM, BN, causal, -1)
+                n_tiles = max(-(-(kv_end - kv_start) // BN), 0)
+                for c in (0, 1):
+                    start, _, free_end, end = hopper.own_range(m_start, c, nq, nk, BM // 2, BN, causal, -1,
+                                                               kv_start, kv_end)
+                    lead, steps, trail = hopper.down_steps(kv_start, kv_end, start, free_end, end, BN)
+                    where = (causal, nq, nk, m_start, c, (start, free_end, end), lead, steps, trail)
+                    own = list(range((start - kv_start) // BN, -(-(end - kv_start) // BN)))
+                    assert sorted(t for _, t, _ in steps) == own, where
+                    assert [t for _, t, _ in steps] == sorted(own, reverse=True), where
+                    assert [p for p, _, _ in steps] == list(range(lead, lead + len(steps))), where
+                    assert all(t == n_tiles - 1 - p for p, t, _ in steps), where
+                    assert sorted(list(range(lead)) + [p for p, _, _ in steps] + trail) == list(range(n_tiles)), where
+                    assert not steps or steps[0][2], where
+                    mine = visible[m_start + c * BM // 2:m_start + (c + 1) * BM // 2]
+                    for _, t, masked in steps:
+                        key = kv_start + t * BN
+                        assert masked or key + BN <= free_end, where
+                        assert masked or mine[:, key:key + BN].all(), where
+
+
+def _down_program_items(hopper, nq, nk, BN, causal, pid, programs):
+    """PERSISTENT program pid's items under OWN_RANGES=2 (one query tile every `programs`, longest first): per
+    consumer its leading skips, one pipeline over its steps (down_steps) and its trailing skips, in ring
+    positions; no turns."""
+    BM = 128
+    skip = lambda tiles: [op for t in tiles for op in (("k", t), ("v", t), ("kfree", t), ("free", t))]
+    items = []
+    for m in range(-(-nq // BM) - 1 - pid, -1, -programs):
+        kv_start, _, _, kv_end = hopper.kv_range(m * BM, nq, nk, BM, BN, causal, -1)
+        ops = []
+        for c in (0, 1):
+            start, _, free_end, end = hopper.own_range(m * BM, c, nq, nk, BM // 2, BN, causal, -1, kv_start, kv_end)
+            lead, steps, trail = hopper.down_steps(kv_start, kv_end, start, free_end, end, BN)
+            walk = [(kind, t + lead) for kind, t in _consumer_ops(4, len(steps), 0, False)]
+            ops.append(skip(range(lead)) + walk + skip(trail))
+        items.append(dict(n_tiles=max(-(-(kv_end - kv_start) // BN), 0), ops=ops, turns=0, early=[None, None]))
+    return items
+
+
+@pytest.mark.parametrize("NUM_BUFFERS", [2, 5])
+def test_own_ranges_down_persistent_ring(hopper, NUM_BUFFERS):
+    """PERSISTENT rung 4 with OWN_RANGES=2: both consumers skip first (the lower consumer's leading skip is the
+    program's last tile), then one pipeline each, under random interleavings: every wait on the phase it means, no
+    buffer refilled before both consumers freed it, no deadlock (_simulate_persistent)."""
+    import numpy as np
+    rng = np.random.default_rng(11)
+    BN, programs = 64, 3
+    for nq, nk in _tile_cases(128, BN)[::2]:
+        for causal in (True, False):
+            for pid in range(min(programs, -(-nq // 128))):
+                items = _down_program_items(hopper, nq, nk, BN, causal, pid, programs)
+                _simulate_persistent(4, items, NUM_BUFFERS, hopper.ring_slot, rng, False, hopper.turn_phase)
+
+
+def test_own_ranges_down_needs_a_plain_persistent_config(hopper):
+    """OWN_RANGES=2 needs PERSISTENT and excludes PINGPONG, SPLIT_EMPTY, Q_EARLY and LATE_EPILOGUE; OWN_RANGES is 0,
+    1 or 2 (host checks; the kernel asserts the same)."""
+    base = dict(BLOCK_N=64, NUM_BUFFERS=3, PERSISTENT=1, OWN_RANGES=2)
+    hopper.rung_config(4, 128, base)
+    for extra in ({"PERSISTENT": 0}, {"PINGPONG": 1}, {"SPLIT_EMPTY": 1}, {"Q_EARLY": 1}, {"LATE_EPILOGUE": 1}):
+        with pytest.raises(ValueError, match="OWN_RANGES=2"):
+            hopper.rung_config(4, 128, dict(base, **extra))
+    with pytest.raises(ValueError, match="OWN_RANGES is 0, 1 or 2"):
+        hopper.rung_config(4, 128, dict(base, OWN_RANGES=3))
+
+
 @pytest.mark.parametrize("NUM_BUFFERS", [2, 5])
 @pytest.mark.parametrize("split", [False, True], ids=["", "split"])
 def test_own_ranges_q_early_persistent_ring(hopper, NUM_BUFFERS, split):

@@ -164,8 +164,14 @@ def _load_tile(desc, smem, bars, off_b, off_kvh, tile, kv_start, kv_end, BLOCK_N
     tiles are counted from the range's start, 0 without a window) into buffer (base + tile) % NUM_BUFFERS of the
     ring smem (base: the tiles of the program's earlier work items, PERSISTENT), completing that buffer's barrier;
     nothing is issued when the tile starts at or past kv_end."""
-    buf = (base + tile) % NUM_BUFFERS
-    row = kv_start + tile * BLOCK_N
+    _load_tile_at(desc, smem, bars, off_b, off_kvh, base + tile, kv_start + tile * BLOCK_N, kv_end, NUM_BUFFERS)
+
+
+@gluon.jit
+def _load_tile_at(desc, smem, bars, off_b, off_kvh, slot_tile, row, kv_end, NUM_BUFFERS: gl.constexpr):
+    """TMA load of the BLOCK_N K (or V) rows from `row` into buffer slot_tile % NUM_BUFFERS, completing that
+    buffer's barrier; nothing is issued when row is at or past kv_end."""
+    buf = slot_tile % NUM_BUFFERS
     pred = row < kv_end
     mbarrier.expect(bars.index(buf), desc.block_type.nbytes, pred=pred)
     tma.async_copy_global_to_shared(desc, [off_b, off_kvh, row, 0], bars.index(buf), smem.index(buf), pred=pred)
@@ -868,6 +874,88 @@ def _attend_own(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v
 
 
 @gluon.jit
+def _down_step(acc, p_op, m_i, l_i, q_tile, k_smem, v_smem, k_bars, v_bars, empty_bars, kv, pos, offs_m, N_KV,
+               diagonal, qk_scale, window_left, MASKED: gl.constexpr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr,
+               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, NUM_BUFFERS: gl.constexpr,
+               s_layout: gl.constexpr, o_layout: gl.constexpr, dtype: gl.constexpr, base):
+    """OWN_RANGES=2: _overlap_step for the key tile at row kv, which sits in ring position base + pos (the keys
+    go from the diagonal down, so a tile's ring position is not its key order): issue S = Q·Kᵀ and O += P·V of
+    the tile one position back, wait for S only, free K, softmax while P·V runs, wait for P·V, free that tile's
+    buffer, rescale O."""
+    buf, phase = _slot(base + pos, NUM_BUFFERS)
+    pbuf, pphase = _slot(base + pos - 1, NUM_BUFFERS)
+    k_tile, _ = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
+    _, v_prev = _kv_tiles(k_smem, v_smem, pbuf, BLOCK_N, HEAD_DIM)
+    mbarrier.wait(k_bars.index(buf), phase)
+    s = warpgroup_mma(q_tile, k_tile.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout),
+                      use_acc=False, is_async=True)
+    mbarrier.wait(v_bars.index(pbuf), pphase)
+    acc = warpgroup_mma(p_op, v_prev, acc, is_async=True)
+    s = warpgroup_mma_wait(1, deps=(s, ))
+    _free_k(empty_bars, base + pos, NUM_BUFFERS)
+    p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, window_left, MASKED,
+                                       IS_CAUSAL, WINDOW, BLOCK_N, s_layout)
+    acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+    _free_v(empty_bars, base + pos - 1, NUM_BUFFERS)
+    acc = _rescale(acc, alpha, o_layout)
+    return acc, _to_operand(p, dtype, o_layout), m_i, l_i
+
+
+@gluon.jit
+def _attend_own_down(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars,
+                     off_b, off_kvh, offs_m, kv_start, kv_end, own_start, own_free_end, own_end, N_KV, diagonal,
+                     qk_scale, window_left, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, CONSUMER: gl.constexpr,
+                     BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
+                     NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, base=0):
+    """OWN_RANGES=2 (no window, no PINGPONG): the consumer's own range [own_start, own_end), its keys from the
+    diagonal down, in one pipeline. The producer loads the program's tiles last first (_produce's DOWN), so ring
+    position p holds key tile n_tiles - 1 - p. The first S (the last own tile, which holds the diagonal) is
+    peeled and masked, the other masked tiles [own_free_end, own_end) follow, then the mask-free ones
+    [own_start, own_free_end), and only the last P·V is waited alone: one masked and one mask-free copy of the
+    step run per item, where the ascending order runs a pipeline per range (each with its own peeled first S and
+    last P·V). Tiles of the program's range that the consumer's rows do not see (the upper consumer's: the
+    program's last tile) it waits for and releases (_skip_tile), here at the start."""
+    dtype: gl.constexpr = k_desc.dtype
+    n_tiles = gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N)
+    first = (own_start - kv_start) // BLOCK_N                # own key tiles: [first, stop)
+    stop = gl.cdiv(own_end - kv_start, BLOCK_N)
+    masked = gl.maximum((own_free_end - kv_start) // BLOCK_N, first)   # tiles from `masked` on need the mask
+    lead = n_tiles - stop                                    # ring positions before the own range's first
+    for pos in range(0, lead):
+        _skip_tile(k_bars, v_bars, empty_bars, base + pos, NUM_BUFFERS)
+    if first < stop:
+        # step j takes key tile stop - 1 - j from ring position lead + j
+        buf, phase = _slot(base + lead, NUM_BUFFERS)
+        k_tile, _ = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
+        acc, p_op, m_i, l_i = _score_tile(acc, m_i, l_i, q_tile, k_tile, k_bars.index(buf), phase,
+                                          kv_start + (stop - 1) * BLOCK_N, offs_m, N_KV, diagonal, qk_scale,
+                                          window_left, turn_bars, 0, empty_bars, base + lead, NUM_BUFFERS,
+                                          CONSUMER, False, True, IS_CAUSAL, WINDOW, BLOCK_M, BLOCK_N, dtype,
+                                          s_layout, o_layout)
+        for j in range(1, stop - masked):
+            acc, p_op, m_i, l_i = _down_step(acc, p_op, m_i, l_i, q_tile, k_smem, v_smem, k_bars, v_bars,
+                                             empty_bars, kv_start + (stop - 1 - j) * BLOCK_N, lead + j, offs_m,
+                                             N_KV, diagonal, qk_scale, window_left, True, IS_CAUSAL, WINDOW,
+                                             BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, dtype,
+                                             base)
+        for j in range(gl.maximum(stop - masked, 1), stop - first):
+            acc, p_op, m_i, l_i = _down_step(acc, p_op, m_i, l_i, q_tile, k_smem, v_smem, k_bars, v_bars,
+                                             empty_bars, kv_start + (stop - 1 - j) * BLOCK_N, lead + j, offs_m,
+                                             N_KV, diagonal, qk_scale, window_left, False, IS_CAUSAL, WINDOW,
+                                             BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, dtype,
+                                             base)
+        last = n_tiles - 1 - first                           # ring position of the own range's lowest tile
+        lbuf, lphase = _slot(base + last, NUM_BUFFERS)
+        _, v_last = _kv_tiles(k_smem, v_smem, lbuf, BLOCK_N, HEAD_DIM)
+        acc = _finish_tile(acc, p_op, v_last, v_bars.index(lbuf), lphase, k_desc, v_desc, k_smem, v_smem, k_bars,
+                           v_bars, empty_bars, off_b, off_kvh, last, kv_start, kv_end, turn_bars, 0, CONSUMER,
+                           False, BLOCK_N, NUM_BUFFERS, True, base)
+    for pos in range(gl.maximum(n_tiles - first, lead), n_tiles):
+        _skip_tile(k_bars, v_bars, empty_bars, base + pos, NUM_BUFFERS)
+    return acc, m_i, l_i
+
+
+@gluon.jit
 def _q_operand(q_tile, Q_REGS: gl.constexpr, s_layout: gl.constexpr):
     """The A operand of the S = Q·Kᵀ wgmmas: Q's shared tile, or with Q_REGS its rows loaded once into registers
     in the wgmma A-operand layout (Q·Kᵀ then reads only K from shared memory: half the shared-memory traffic of
@@ -1340,7 +1428,16 @@ def _persistent_item(args, count, n_items, base, turn_base, IS_CAUSAL: gl.conste
         next_q = _next_q(q_desc, q_smem, q_bars, count, n_items, pid, nprog, num_m, BH, H, GROUP, schedule_ptr,
                          CONSUMER, IS_CAUSAL, PAIRED, BLOCK_M, SCHEDULED, TABLE_AHEAD, u_next)
     pend_valid = count > 0                           # LATE: there is a previous item's O to send out
-    if OWN_RANGES:
+    if (OWN_RANGES == 2) and (not WINDOW):               # keys from the diagonal down (_attend_own_down)
+        start, own_free_start, own_free_end, end = _own_range(m_prog, CONSUMER, N_Q, N_KV, window_left, kv_start,
+                                                              kv_end, IS_CAUSAL, WINDOW, Q_ROWS, BLOCK_N)
+        acc, m_i, l_i = _attend_own_down(acc, m_i, l_i, q_op, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+                                         empty_bars, turn_bars, off_b, off_kvh, offs_m, kv_start, kv_end, start,
+                                         own_free_end, end, N_KV, diagonal, qk_scale, window_left, IS_CAUSAL,
+                                         WINDOW, CONSUMER, Q_ROWS, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout,
+                                         o_layout, base)
+        item_turns = 0
+    elif OWN_RANGES:
         start, own_free_start, own_free_end, end, item_turns = _own_work(
             m_prog, CONSUMER, N_Q, N_KV, window_left, kv_start, kv_end, IS_CAUSAL, WINDOW, Q_ROWS, BLOCK_N)
         acc, m_i, l_i = _attend_own(acc, m_i, l_i, q_op, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
@@ -1411,10 +1508,11 @@ def _producer_persistent(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_b
                          GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL: gl.constexpr,
                          WINDOW: gl.constexpr, BLOCK_M: gl.constexpr, NUM_BUFFERS: gl.constexpr,
                          SCHEDULED: gl.constexpr, TABLE_AHEAD: gl.constexpr = False,
-                         SPLIT_TAIL: gl.constexpr = False):
+                         SPLIT_TAIL: gl.constexpr = False, DOWN: gl.constexpr = False):
     """PERSISTENT: the producer's loads of every key tile of every work item of the program (_work_item), in the
     consumers' order, into one ring whose tile count runs on across items (so it loads the next item's first
-    tiles while the consumers finish the current one). TABLE_AHEAD: each item's table entry read an item ahead."""
+    tiles while the consumers finish the current one). TABLE_AHEAD: each item's table entry read an item ahead.
+    DOWN (OWN_RANGES=2 without a window): each item's tiles last first (_produce)."""
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
     PAIRED: gl.constexpr = (IS_CAUSAL and not WINDOW and not SCHEDULED) * (1 + SPLIT_TAIL)     # _units
     base = 0
@@ -1434,7 +1532,7 @@ def _producer_persistent(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_b
                                                              BLOCK_M, BLOCK_N)
         n_tiles = gl.cdiv(gl.maximum(kv_end - kv_start, 0), BLOCK_N)
         _produce(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, kv_start, kv_end,
-                 n_tiles, NUM_BUFFERS, base)
+                 n_tiles, NUM_BUFFERS, base, DOWN)
         base += n_tiles
 
 
@@ -1450,14 +1548,22 @@ def _producer(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b,
 
 @gluon.jit
 def _produce(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, off_kvh, kv_start, kv_end, n_tiles,
-             NUM_BUFFERS: gl.constexpr, base=0):
+             NUM_BUFFERS: gl.constexpr, base=0, DOWN: gl.constexpr = False):
     """The producer's loads of key tiles 0 .. n_tiles - 1 of [kv_start, kv_end) (ring slots base + tile), each
     into a buffer the consumers freed. SPLIT_EMPTY: K and V have empty barriers of their own and K of tile t is
     loaded before V of tile t - 1 (consumers read a tile's V one step after its K: S_t is issued beside
-    P_{t-1}·V_{t-1})."""
+    P_{t-1}·V_{t-1}). DOWN (OWN_RANGES=2): the tiles last first, ring slot base + t holding key tile
+    n_tiles - 1 - t (_attend_own_down)."""
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
     # (the one-tile producer's NUM_BUFFERS comes in a run-time tuple: the ring's depth is read off k_smem)
-    if _split(empty_bars.shape[0], k_smem.shape[0]):
+    if DOWN:
+        for tile in range(n_tiles):
+            buf, phase = _slot(base + tile, NUM_BUFFERS)
+            row = kv_start + (n_tiles - 1 - tile) * BLOCK_N
+            mbarrier.wait(empty_bars.index(buf), phase ^ 1)
+            _load_tile_at(k_desc, k_smem, k_bars, off_b, off_kvh, base + tile, row, kv_end, NUM_BUFFERS)
+            _load_tile_at(v_desc, v_smem, v_bars, off_b, off_kvh, base + tile, row, kv_end, NUM_BUFFERS)
+    elif _split(empty_bars.shape[0], k_smem.shape[0]):
         for tile in range(n_tiles):
             buf, phase = _slot(base + tile, NUM_BUFFERS)
             mbarrier.wait(empty_bars.index(buf), phase ^ 1)
@@ -1535,6 +1641,10 @@ def _attention_fwd_hopper(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q
                                       and not CHAIN_RANGES),
                      "ONE_LOOP runs a PERSISTENT item's key range in one pipeline (rungs 2-4; not with OWN_RANGES, "
                      "Q_AHEAD, Q_EARLY or CHAIN_RANGES)")
+    gl.static_assert(OWN_RANGES != 2 or (PERSISTENT and not PINGPONG and not SPLIT_EMPTY and not Q_EARLY
+                                         and not LATE_EPILOGUE),
+                     "OWN_RANGES=2 visits a PERSISTENT program's keys from the diagonal down (not with PINGPONG, "
+                     "SPLIT_EMPTY, Q_EARLY or LATE_EPILOGUE)")
     gl.static_assert(PERSISTENT or not O_DIRECT, "O_DIRECT stores a PERSISTENT program's O from registers")
     gl.static_assert(not O_IN_Q or (PERSISTENT and not O_DIRECT and not Q_REGS and not Q_AHEAD and not Q_EARLY),
                      "O_IN_Q stages a PERSISTENT program's O in its Q buffer (not with O_DIRECT, Q_REGS, Q_AHEAD "
@@ -1712,7 +1822,8 @@ def _persistent(q_desc, k_desc, v_desc, o_desc, lse_ptr, H, GROUP, N_Q, N_KV, qk
                                     TABLE_AHEAD, SPLIT_TAIL, SWAP_ROWS, ONE_LOOP, O_DIRECT, O_IN_Q, LATE_EPILOGUE)),
             (_producer_persistent, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, pid, nprog, num_m,
                                     BH, H, GROUP, N_Q, N_KV, window_left, schedule_ptr, IS_CAUSAL, WINDOW, BLOCK_M,
-                                    NUM_BUFFERS, SCHEDULED, TABLE_AHEAD, SPLIT_TAIL)),
+                                    NUM_BUFFERS, SCHEDULED, TABLE_AHEAD, SPLIT_TAIL,
+                                    (OWN_RANGES == 2) and (not WINDOW))),
         ], [num_warps, 1], [CONSUMER_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
@@ -1782,6 +1893,24 @@ def own_range(m_prog, consumer, N_Q, N_KV, Q_ROWS, BLOCK_N, causal, window_left,
     return start, free_start, free_end, end
 
 
+def down_steps(kv_start, kv_end, own_start, own_free_end, own_end, BLOCK_N):
+    """OWN_RANGES=2: (lead, steps, trail) of one consumer's item in plain Python, as the kernel's
+    ``_attend_own_down`` walks it (keep the two in step): ring positions [0, lead) and `trail` skipped; steps
+    [(ring position, key tile, masked)] in order, ring position p holding key tile n_tiles - 1 - p (_produce's
+    DOWN). Positions and tiles count from the item's first key tile."""
+    n_tiles = max(-(-(kv_end - kv_start) // BLOCK_N), 0)
+    first = (own_start - kv_start) // BLOCK_N
+    stop = -(-(own_end - kv_start) // BLOCK_N)
+    masked = max((own_free_end - kv_start) // BLOCK_N, first)
+    lead = n_tiles - stop
+    steps = []
+    if first < stop:
+        steps.append((lead, stop - 1, True))
+        steps += [(lead + j, stop - 1 - j, True) for j in range(1, stop - masked)]
+        steps += [(lead + j, stop - 1 - j, False) for j in range(max(stop - masked, 1), stop - first)]
+    return lead, steps, list(range(max(n_tiles - first, lead), n_tiles))
+
+
 def turns(kv_start, free_start, free_end, kv_end, BLOCK_N):
     """The kernel's ``_turns`` in plain Python: PINGPONG turns over the three key ranges."""
     return (max(-(-(kv_end - kv_start) // BLOCK_N), 0) + (free_start > kv_start) + (free_end > free_start)
@@ -1829,6 +1958,12 @@ def rung_config(rung, head_dim, config=None):
         raise ValueError("SCHEDULED orders the work items of a PERSISTENT launch; set PERSISTENT too")
     if cfg.get("OWN_RANGES") and rung != 4:
         raise ValueError(f"OWN_RANGES splits rung 4's key range between its two consumers; rung {rung} has one")
+    if cfg.get("OWN_RANGES", 0) not in (0, 1, 2):
+        raise ValueError(f"OWN_RANGES is 0, 1 or 2 (2: keys from the diagonal down), got {cfg['OWN_RANGES']!r}")
+    if cfg.get("OWN_RANGES") == 2 and (not cfg.get("PERSISTENT") or any(
+            cfg.get(flag) for flag in ("PINGPONG", "SPLIT_EMPTY", "Q_EARLY", "LATE_EPILOGUE"))):
+        raise ValueError("OWN_RANGES=2 visits a PERSISTENT program's keys from the diagonal down: it needs "
+                         "PERSISTENT, without PINGPONG, SPLIT_EMPTY, Q_EARLY or LATE_EPILOGUE")
     if cfg.get("SPLIT_EMPTY") and rung < 3:
         raise ValueError(f"SPLIT_EMPTY frees K and V to the producer partition of rungs 3-4; rung {rung} has none")
     if cfg.get("Q_AHEAD") and not cfg.get("PERSISTENT"):
@@ -1879,7 +2014,7 @@ def _constexprs(rung, causal, cfg, window=False):
     return dict(IS_CAUSAL=bool(causal), WINDOW=bool(window), RUNG=rung, NUM_BUFFERS=cfg["NUM_BUFFERS"],
                 PRODUCER_REGS=cfg.get("PRODUCER_REGS", 24), CONSUMER_REGS=cfg.get("CONSUMER_REGS", 240),
                 PINGPONG=bool(cfg.get("PINGPONG", False)), PERSISTENT=bool(cfg.get("PERSISTENT", False)),
-                SCHEDULED=bool(cfg.get("SCHEDULED", False)), OWN_RANGES=bool(cfg.get("OWN_RANGES", False)),
+                SCHEDULED=bool(cfg.get("SCHEDULED", False)), OWN_RANGES=int(cfg.get("OWN_RANGES", 0)),
                 Q_REGS=bool(cfg.get("Q_REGS", False)), SPLIT_EMPTY=bool(cfg.get("SPLIT_EMPTY", False)),
                 Q_AHEAD=bool(cfg.get("Q_AHEAD", False)), HALF_DIAGONAL=bool(cfg.get("HALF_DIAGONAL", False)),
                 Q_EARLY=bool(cfg.get("Q_EARLY", False)), CHAIN_RANGES=bool(cfg.get("CHAIN_RANGES", False)),

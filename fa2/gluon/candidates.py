@@ -296,4 +296,16 @@ CONFIGS = {
     "r4_n64b4_persistent_own_pairplan_qregs_late": (4, dict(BLOCK_N=64, NUM_BUFFERS=4, PERSISTENT=1, SCHEDULED=2,
                                                             PRODUCER_REGS=32, OWN_RANGES=1, Q_REGS=1,
                                                             LATE_EPILOGUE=1)),
+    # OWN_RANGES=2: each consumer visits its own keys from the diagonal down, the producer loading the tiles last
+    # first, so an item is one pipeline whose peeled first S is the masked diagonal tile and whose loop runs the
+    # mask-free tiles: two copies of the step run per item instead of three, and one drain instead of two. The
+    # 3-, 4- and 5-deep rings with the planned last round, and the 5-deep one with the paired launch
+    "r4_n64b5_persistent_own_pairplan_down": (4, dict(BLOCK_N=64, NUM_BUFFERS=5, PERSISTENT=1, SCHEDULED=2,
+                                                      TABLE_AHEAD=1, PRODUCER_REGS=32, OWN_RANGES=2)),
+    "r4_n64b4_persistent_own_pairplan_down": (4, dict(BLOCK_N=64, NUM_BUFFERS=4, PERSISTENT=1, SCHEDULED=2,
+                                                      TABLE_AHEAD=1, PRODUCER_REGS=32, OWN_RANGES=2)),
+    "r4_n64b3_persistent_own_pairplan_down": (4, dict(BLOCK_N=64, NUM_BUFFERS=3, PERSISTENT=1, SCHEDULED=2,
+                                                      TABLE_AHEAD=1, PRODUCER_REGS=32, OWN_RANGES=2)),
+    "r4_n64b5_persistent_own_down": (4, dict(BLOCK_N=64, NUM_BUFFERS=5, PERSISTENT=1, PRODUCER_REGS=32,
+                                             OWN_RANGES=2)),
 }

@@ -240,6 +240,16 @@ def test_checked_needs_every_case_ok(tmp_path):
     assert dispatch.checked(path) == {(4, dispatch._sorted_text("BLOCK_N=128 PINGPONG=1 SPLIT_EMPTY=1"))}
 
 
+def test_checked_counts_a_config_checked_again(tmp_path):
+    """A config checked again (gpu/append_checks.py appends a second run of its 96 cases) still passed when every
+    run did; a second run with a failure, or one cut short by its time limit, leaves it out."""
+    path = tmp_path / "check.csv"
+    lines = (["rung,config,check"] + ["1,A=1,ok"] * 192 + ["2,,ok"] * 96 + ["2,,ok"] * 95 + ["2,,fail"]
+             + ["3,,ok"] * 150)
+    path.write_text("\n".join(lines) + "\n")
+    assert dispatch.checked(path) == {(1, "A=1")}
+
+
 @pytest.mark.parametrize("table", sorted(dispatch.SHIPPED_DIR.glob("*.gluon.json")), ids=lambda p: p.name)
 def test_shipped_table_is_its_measurement(table):
     """Every shipped Gluon family is a config that passed all of gluon_check.py's fp64 cases, measured faster

@@ -164,14 +164,14 @@ def _load_tile(desc, smem, bars, off_b, off_kvh, tile, kv_start, kv_end, BLOCK_N
     tiles are counted from the range's start, 0 without a window) into buffer (base + tile) % NUM_BUFFERS of the
     ring smem (base: the tiles of the program's earlier work items, PERSISTENT), completing that buffer's barrier;
     nothing is issued when the tile starts at or past kv_end."""
-    _load_tile_at(desc, smem, bars, off_b, off_kvh, base + tile, kv_start + tile * BLOCK_N, kv_end, NUM_BUFFERS)
+    buf = (base + tile) % NUM_BUFFERS
+    _load_tile_at(desc, smem, bars, off_b, off_kvh, buf, kv_start + tile * BLOCK_N, kv_end)
 
 
 @gluon.jit
-def _load_tile_at(desc, smem, bars, off_b, off_kvh, slot_tile, row, kv_end, NUM_BUFFERS: gl.constexpr):
-    """TMA load of the BLOCK_N K (or V) rows from `row` into buffer slot_tile % NUM_BUFFERS, completing that
+def _load_tile_at(desc, smem, bars, off_b, off_kvh, buf, row, kv_end):
+    """TMA load of the K (or V) rows of one tile from `row` into buffer `buf` of the ring smem, completing that
     buffer's barrier; nothing is issued when row is at or past kv_end."""
-    buf = slot_tile % NUM_BUFFERS
     pred = row < kv_end
     mbarrier.expect(bars.index(buf), desc.block_type.nbytes, pred=pred)
     tma.async_copy_global_to_shared(desc, [off_b, off_kvh, row, 0], bars.index(buf), smem.index(buf), pred=pred)
@@ -1561,8 +1561,8 @@ def _produce(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, off_b, 
             buf, phase = _slot(base + tile, NUM_BUFFERS)
             row = kv_start + (n_tiles - 1 - tile) * BLOCK_N
             mbarrier.wait(empty_bars.index(buf), phase ^ 1)
-            _load_tile_at(k_desc, k_smem, k_bars, off_b, off_kvh, base + tile, row, kv_end, NUM_BUFFERS)
-            _load_tile_at(v_desc, v_smem, v_bars, off_b, off_kvh, base + tile, row, kv_end, NUM_BUFFERS)
+            _load_tile_at(k_desc, k_smem, k_bars, off_b, off_kvh, buf, row, kv_end)
+            _load_tile_at(v_desc, v_smem, v_bars, off_b, off_kvh, buf, row, kv_end)
     elif _split(empty_bars.shape[0], k_smem.shape[0]):
         for tile in range(n_tiles):
             buf, phase = _slot(base + tile, NUM_BUFFERS)

@@ -34,13 +34,13 @@ def medians(path, causal=True):
     return {shape: {p: statistics.median(ms) for p, ms in found.items()} for shape, found in timed.items()}
 
 
-def side_by_side(tag, pairs, change, also=(), results="results", causal=True):
-    """The two runs results/gluon_<tag>_ab_{1,2}.csv, their causal shapes (or those timed without the mask):
-    per shape, cuDNN's median and the medians of the Gluon configs named in `also`; then for each (label, before,
-    after) pair of config names both medians, before / after and cuDNN / after (ratios truncated, never rounded
-    up)."""
+def side_by_side(tag, pairs, change, also=(), results="results", causal=True, runs=2):
+    """The runs results/gluon_<tag>_ab_{1,2}.csv (`runs` of them: _1 to _<runs>), their causal shapes (or those
+    timed without the mask): per shape, cuDNN's median and the medians of the Gluon configs named in `also`; then
+    for each (label, before, after) pair of config names both medians, before / after and cuDNN / after (ratios
+    truncated, never rounded up)."""
     width = max(len(label) for label, _, _ in pairs)
-    for run in (f"gluon_{tag}_ab_1.csv", f"gluon_{tag}_ab_2.csv"):
+    for run in (f"gluon_{tag}_ab_{i}.csv" for i in range(1, runs + 1)):
         print(run)
         for (B, H, N, D), t in sorted(medians(Path(results) / run, causal).items()):
             print(f"  ({B}, {H}, {N}, {D}) {'causal' if causal else 'non-causal'}   cuDNN {t['sdpa_cudnn']:.4f} ms"

@@ -54,3 +54,14 @@ def test_a_run_with_both_masks_keeps_them_apart(tmp_path, capsys):
     side_by_side("m", [("a", "a", "a")], "->", results=tmp_path, causal=False)
     out = capsys.readouterr().out
     assert out.count("(32, 32, 512, 128) non-causal   cuDNN 4.0000 ms") == 2 and "0.500x cuDNN" in out
+
+
+def test_side_by_side_prints_as_many_runs_as_asked(tmp_path, capsys):
+    """runs=3 prints the third run too (gpu/own_down_table.sh made three); the default stays two."""
+    for i in (1, 2, 3):
+        write_run(tmp_path / f"gluon_r_ab_{i}.csv", {(32, 32, 512, 128): {"sdpa_cudnn": [1.0], "gluon_a": [float(i)]}})
+    side_by_side("r", [("a", "a", "a")], "->", results=tmp_path, runs=3)
+    out = capsys.readouterr().out
+    assert [f"gluon_r_ab_{i}.csv" in out for i in (1, 2, 3)] == [True] * 3 and "3.0000 ms" in out
+    side_by_side("r", [("a", "a", "a")], "->", results=tmp_path)
+    assert "gluon_r_ab_3.csv" not in capsys.readouterr().out

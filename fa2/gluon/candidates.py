@@ -299,7 +299,9 @@ CONFIGS = {
     # OWN_RANGES=2: each consumer visits its own keys from the diagonal down, the producer loading the tiles last
     # first, so an item is one pipeline whose peeled first S is the masked diagonal tile and whose loop runs the
     # mask-free tiles: two copies of the step run per item instead of three, and one drain instead of two. The
-    # 3-, 4- and 5-deep rings with the planned last round, and the 5-deep one with the paired launch
+    # 3-, 4- and 5-deep rings with the planned last round, and the 5-deep one with the paired launch. Checked;
+    # level with the 5-deep ring in key order at N = 512, slower at longer items; not in a table
+    # (book/results/own_down.md)
     "r4_n64b5_persistent_own_pairplan_down": (4, dict(BLOCK_N=64, NUM_BUFFERS=5, PERSISTENT=1, SCHEDULED=2,
                                                       TABLE_AHEAD=1, PRODUCER_REGS=32, OWN_RANGES=2)),
     "r4_n64b4_persistent_own_pairplan_down": (4, dict(BLOCK_N=64, NUM_BUFFERS=4, PERSISTENT=1, SCHEDULED=2,

@@ -45,7 +45,10 @@ the rest, a candidate of the table (r4_n64b3_pingpong_persistent); under a windo
 (book/results/gluon_persistent.md). ``SCHEDULED`` (persistent): work items from a table the host plans
 (schedule_table; ``SCHEDULED=2`` under causal without a window: the paired order, its last round planned,
 paired_schedule_table).
-``OWN_RANGES`` (rung 4): each consumer attends only to its own rows' key range. ``SPLIT_EMPTY`` (rungs 3-4): K
+``OWN_RANGES`` (rung 4): each consumer attends only to its own rows' key range; ``OWN_RANGES=2`` (persistent, no
+window, no PINGPONG): from the diagonal down, the producer loading each item's tiles last first, so an item is one
+pipeline whose peeled first S is the masked tile (checked; level with the table's config, not shipped:
+book/results/own_down.md). ``SPLIT_EMPTY`` (rungs 3-4): K
 and V have empty barriers of their own, K freed once S = Q·Kᵀ is done and loaded a step ahead of V, so 128-key
 tiles run in two buffers (the money shot's config on the H200). ``HALF_DIAGONAL`` (rung 4, 128-key tiles): the
 lower consumer computes only the first 64 keys of the diagonal tile where its rows see no more (shipped at the

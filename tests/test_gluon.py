@@ -1267,7 +1267,7 @@ def _down_program_items(hopper, nq, nk, BN, causal, pid, programs):
 
 @pytest.mark.parametrize("NUM_BUFFERS", [2, 5])
 def test_own_ranges_down_persistent_ring(hopper, NUM_BUFFERS):
-    """PERSISTENT rung 4 with OWN_RANGES=2: both consumers skip first (the lower consumer's leading skip is the
+    """PERSISTENT rung 4 with OWN_RANGES=2: both consumers skip first (the upper consumer's leading skip is the
     program's last tile), then one pipeline each, under random interleavings: every wait on the phase it means, no
     buffer refilled before both consumers freed it, no deadlock (_simulate_persistent)."""
     import numpy as np

@@ -1267,9 +1267,10 @@ def _down_program_items(hopper, nq, nk, BN, causal, pid, programs):
 
 @pytest.mark.parametrize("NUM_BUFFERS", [2, 5])
 def test_own_ranges_down_persistent_ring(hopper, NUM_BUFFERS):
-    """PERSISTENT rung 4 with OWN_RANGES=2: both consumers skip first (the upper consumer's leading skip is the
-    program's last tile), then one pipeline each, under random interleavings: every wait on the phase it means, no
-    buffer refilled before both consumers freed it, no deadlock (_simulate_persistent)."""
+    """PERSISTENT rung 4 with OWN_RANGES=2: each consumer skips the tiles above its own range first (under causal
+    the upper consumer skips the program's last tile), then runs one pipeline, under random interleavings: every
+    wait on the phase it means, no buffer refilled before both consumers freed it, no deadlock
+    (_simulate_persistent)."""
     import numpy as np
     rng = np.random.default_rng(11)
     BN, programs = 64, 3

@@ -389,12 +389,28 @@ def _overlap_step(acc, p_op, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k
                   CONSUMER: gl.constexpr, PINGPONG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                   HEAD_DIM: gl.constexpr, NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr,
                   base, WIDTH: gl.constexpr, mask_from=0):
-    """One step of _attend_pipelined for the key tile at row kv (tile j): issue S_j = Q·K_jᵀ (turn j + shift) and
-    O += P_{j-1}·V_{j-1}, wait for S_j only, free K_j, softmax of S_j while P·V runs, then wait for P·V, release
-    tile j - 1's buffer and rescale O. Returns (O, P_j as the next P·V's A operand, m, l). WIDTH < BLOCK_N
-    (HALF_DIAGONAL): S_j over the tile's first WIDTH keys only (s_layout, m, l and offs_m for that width)."""
+    """One step of _attend_pipelined for the key tile at row kv (tile j, counted from kv_start): _overlap_tile."""
+    return _overlap_tile(acc, p_op, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
+                         turn_bars, off_b, off_kvh, offs_m, kv, (kv - kv_start) // BLOCK_N, kv_start, kv_end, N_KV,
+                         diagonal, qk_scale, window_left, shift, MASKED, IS_CAUSAL, WINDOW, PRODUCER, CONSUMER,
+                         PINGPONG, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, base, WIDTH,
+                         mask_from)
+
+
+@gluon.jit
+def _overlap_tile(acc, p_op, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars,
+                  off_b, off_kvh, offs_m, kv, tile, kv_start, kv_end, N_KV, diagonal, qk_scale, window_left, shift,
+                  MASKED: gl.constexpr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, PRODUCER: gl.constexpr,
+                  CONSUMER: gl.constexpr, PINGPONG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                  HEAD_DIM: gl.constexpr, NUM_BUFFERS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr,
+                  base, WIDTH: gl.constexpr, mask_from=0):
+    """The overlapped step for the key tile at row kv that sits in ring position base + tile (its step j; under
+    OWN_RANGES=2 the position is not the key order): issue S_j = Q·K_jᵀ (turn j + shift) and O += P_{j-1}·V_{j-1}
+    (ring position base + tile - 1), wait for S_j only, free K_j, softmax of S_j while P·V runs, then wait for
+    P·V, release step j - 1's buffer and rescale O. Returns (O, P_j as the next P·V's A operand, m, l).
+    WIDTH < BLOCK_N (HALF_DIAGONAL): S_j over the tile's first WIDTH keys only (s_layout, m, l and offs_m for that
+    width)."""
     dtype: gl.constexpr = k_desc.dtype
-    tile = (kv - kv_start) // BLOCK_N
     buf, phase = _slot(base + tile, NUM_BUFFERS)
     prev = tile - 1
     pbuf, pphase = _slot(base + prev, NUM_BUFFERS)
@@ -877,34 +893,6 @@ def _attend_own(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v
 
 
 @gluon.jit
-def _down_step(acc, p_op, m_i, l_i, q_tile, k_smem, v_smem, k_bars, v_bars, empty_bars, kv, pos, offs_m, N_KV,
-               diagonal, qk_scale, window_left, MASKED: gl.constexpr, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr,
-               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, NUM_BUFFERS: gl.constexpr,
-               s_layout: gl.constexpr, o_layout: gl.constexpr, dtype: gl.constexpr, base):
-    """OWN_RANGES=2: _overlap_step for the key tile at row kv, which sits in ring position base + pos (the keys
-    go from the diagonal down, so a tile's ring position is not its key order): issue S = Q·Kᵀ and O += P·V of
-    the tile one position back, wait for S only, free K, softmax while P·V runs, wait for P·V, free that tile's
-    buffer, rescale O."""
-    buf, phase = _slot(base + pos, NUM_BUFFERS)
-    pbuf, pphase = _slot(base + pos - 1, NUM_BUFFERS)
-    k_tile, _ = _kv_tiles(k_smem, v_smem, buf, BLOCK_N, HEAD_DIM)
-    _, v_prev = _kv_tiles(k_smem, v_smem, pbuf, BLOCK_N, HEAD_DIM)
-    mbarrier.wait(k_bars.index(buf), phase)
-    s = warpgroup_mma(q_tile, k_tile.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout),
-                      use_acc=False, is_async=True)
-    mbarrier.wait(v_bars.index(pbuf), pphase)
-    acc = warpgroup_mma(p_op, v_prev, acc, is_async=True)
-    s = warpgroup_mma_wait(1, deps=(s, ))
-    _free_k(empty_bars, base + pos, NUM_BUFFERS)
-    p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, kv, offs_m, N_KV, diagonal, qk_scale, window_left, MASKED,
-                                       IS_CAUSAL, WINDOW, BLOCK_N, s_layout)
-    acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-    _free_v(empty_bars, base + pos - 1, NUM_BUFFERS)
-    acc = _rescale(acc, alpha, o_layout)
-    return acc, _to_operand(p, dtype, o_layout), m_i, l_i
-
-
-@gluon.jit
 def _attend_own_down(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars,
                      off_b, off_kvh, offs_m, kv_start, kv_end, own_start, own_free_end, own_end, N_KV, diagonal,
                      qk_scale, window_left, IS_CAUSAL: gl.constexpr, WINDOW: gl.constexpr, CONSUMER: gl.constexpr,
@@ -936,17 +924,19 @@ def _attend_own_down(acc, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem, k_ba
                                           CONSUMER, False, True, IS_CAUSAL, WINDOW, BLOCK_M, BLOCK_N, dtype,
                                           s_layout, o_layout)
         for j in range(1, stop - masked):
-            acc, p_op, m_i, l_i = _down_step(acc, p_op, m_i, l_i, q_tile, k_smem, v_smem, k_bars, v_bars,
-                                             empty_bars, kv_start + (stop - 1 - j) * BLOCK_N, lead + j, offs_m,
-                                             N_KV, diagonal, qk_scale, window_left, True, IS_CAUSAL, WINDOW,
-                                             BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, dtype,
-                                             base)
+            acc, p_op, m_i, l_i = _overlap_tile(acc, p_op, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem,
+                                                k_bars, v_bars, empty_bars, turn_bars, off_b, off_kvh, offs_m,
+                                                kv_start + (stop - 1 - j) * BLOCK_N, lead + j, kv_start, kv_end,
+                                                N_KV, diagonal, qk_scale, window_left, 0, True, IS_CAUSAL,
+                                                WINDOW, True, CONSUMER, False, BLOCK_M, BLOCK_N, HEAD_DIM,
+                                                NUM_BUFFERS, s_layout, o_layout, base, BLOCK_N)
         for j in range(gl.maximum(stop - masked, 1), stop - first):
-            acc, p_op, m_i, l_i = _down_step(acc, p_op, m_i, l_i, q_tile, k_smem, v_smem, k_bars, v_bars,
-                                             empty_bars, kv_start + (stop - 1 - j) * BLOCK_N, lead + j, offs_m,
-                                             N_KV, diagonal, qk_scale, window_left, False, IS_CAUSAL, WINDOW,
-                                             BLOCK_M, BLOCK_N, HEAD_DIM, NUM_BUFFERS, s_layout, o_layout, dtype,
-                                             base)
+            acc, p_op, m_i, l_i = _overlap_tile(acc, p_op, m_i, l_i, q_tile, k_desc, v_desc, k_smem, v_smem,
+                                                k_bars, v_bars, empty_bars, turn_bars, off_b, off_kvh, offs_m,
+                                                kv_start + (stop - 1 - j) * BLOCK_N, lead + j, kv_start, kv_end,
+                                                N_KV, diagonal, qk_scale, window_left, 0, False, IS_CAUSAL,
+                                                WINDOW, True, CONSUMER, False, BLOCK_M, BLOCK_N, HEAD_DIM,
+                                                NUM_BUFFERS, s_layout, o_layout, base, BLOCK_N)
         last = n_tiles - 1 - first                           # ring position of the own range's lowest tile
         lbuf, lphase = _slot(base + last, NUM_BUFFERS)
         _, v_last = _kv_tiles(k_smem, v_smem, lbuf, BLOCK_N, HEAD_DIM)

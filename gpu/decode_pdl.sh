@@ -1,6 +1,6 @@
 #!/bin/bash
 # On the GPU machine (under 3 min on an H200): fa2.decode's Programmatic Dependent Launch (opt-in config "pdl",
-# default off until this measures it) -- the PDL cases of tests/test_decode.py and fa2.decode's CUDA-graph replay
+# "auto" by default since this measured it: PDL from 8 splits) -- the PDL cases of tests/test_decode.py and fa2.decode's CUDA-graph replay
 # with and without PDL (the fused combine's graph test is decode_fused.sh's), 300 back-to-back PDL calls over rotating
 # q's against the default plan (with and without a copy kernel writing q right before each call; the heuristic's
 # split count, 8 and 64 splits, the fused combine with PDL), the sm_90 compile of the kernels' griddepcontrol;

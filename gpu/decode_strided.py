@@ -12,7 +12,7 @@ one or two tiles, so that chain is most of the call.
 - "prefetch": strided, and each tile's block-table entries are loaded one tile ahead (the first tile's before
   the loop, masked by the table's size, not by the length), so the table read can overlap the length read; a
   mutant. It helped at 1k keys and hurt from 8k on (the pipeliner no longer prefetches K and V).
-- "first" (not yet timed on a GPU; run with VARIANT strided,first): strided, with each split's first tile peeled
+- "first" (timed by next_window.sh: book/results/decode_first_try.csv; run with VARIANT strided,first): strided, with each split's first tile peeled
   out of the loop and its loads masked by the capacity instead of the length, so they need not wait for it --
   at 1k keys most splits have one tile, and the length's load is then a whole round trip before any K arrives.
 Every variant is checked against the fp64 reference with ragged lengths and NaN written past them before it is

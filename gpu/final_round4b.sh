@@ -1,7 +1,7 @@
 #!/bin/bash
 # On the GPU machine (~4 min on an H200), after gpu/final_round4.sh, whose headline sweep ran out of its 60 s (the
 # new configs' first compiles) and whose profile went to profile_metrics.csv: the headline sweep again with more
-# time, the 32 reference shapes with N = 512 in 3 interleaved rounds (fa2, chapter 6's kernel, cuDNN: the one-round
+# time, the 24 reference shapes with N = 512 in 3 interleaved rounds (fa2, chapter 6's kernel, cuDNN: the one-round
 # sweep timed fa2 2x slower than chapter 6's kernel at (1, 16, 512, 64) fp16 causal, a 12 us shape), and Nsight
 # Compute's gluon study. Results under $OUT: headline.{csv,png}, reference_n512.csv, profile_gluon.csv, final_b.log
 set -o pipefail

@@ -21,7 +21,7 @@ KERNEL_MODULES = {
 }
 PINNED_ONLY = {
     "test_bench", "test_bench_decode", "test_bench_dropin", "test_book_ext", "test_book_html", "test_export",
-    "test_gpu_scripts", "test_intro_plan", "test_notebook_header", "test_packaging", "test_profile",
+    "test_gpu_readme", "test_gpu_scripts", "test_intro_plan", "test_notebook_header", "test_packaging", "test_profile",
     "test_readme_numbers", "test_release", "test_roofline", "test_transformers", "test_workflows",
 }
 

@@ -25,10 +25,10 @@ if [ "${1:-a}" = a ]; then
     > $OUT/headline_$TAG.log 2>&1
   echo "[${SECONDS}s] headline rc $?" | tee -a $OUT/gpu.txt
 else
-  timeout -k 10 330 python3 -m fa2.bench --sweep reference --rounds 1 --providers $P --name reference_$TAG --out $OUT \
+  timeout -k 10 270 python3 -m fa2.bench --sweep reference --rounds 1 --providers $P --name reference_$TAG --out $OUT \
     --no-plot > $OUT/reference_$TAG.log 2>&1
   echo "[${SECONDS}s] reference rc $?" | tee -a $OUT/gpu.txt
-  timeout -k 10 150 python3 -m fa2.bench --sweep decode --quick --no-tune --providers copy,fa2,sdpa_flash,sdpa_cudnn \
+  timeout -k 10 120 python3 -m fa2.bench --sweep decode --quick --no-tune --providers copy,fa2,sdpa_flash,sdpa_cudnn \
     --name decode_$TAG --out $OUT --no-plot > $OUT/decode_$TAG.log 2>&1
   echo "[${SECONDS}s] decode rc $?" | tee -a $OUT/gpu.txt
 fi

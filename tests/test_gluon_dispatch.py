@@ -490,21 +490,40 @@ def test_windowed_gluon_plan_on_gpu_matches_fp64(monkeypatch, name, D, dtype, N,
     assert plan.kernel == "gluon" and plan.launch.ready()
 
 
-def test_another_gpu_uses_the_h200_table_only_when_asked(monkeypatch):
-    """The Gluon tables were measured on an H200. Another sm_90 GPU (an H100) has no table, so it keeps chapter 6's
-    kernel unless FA2_GLUON_TABLE names a GPU whose table to use: the same sm_90 code, checked on the H200, with
-    the H200's ranking of the kernels. A name without a table is an error that says so, not a silent fallback."""
+def test_the_table_lookup_reads_the_shipped_folder_where_it_is_used(monkeypatch, tmp_path):
+    """A test that points autotune.SHIPPED_DIR at a folder of its own sees no Gluon table there, and the real
+    tables are read again once it is restored (bug: dispatch bound the folder when first imported, so a test that
+    imported it under the patch left every later lookup reading an empty folder, and its cache kept the miss)."""
+    from fa2.chapters import autotune
+    real = dispatch.shipped_families("NVIDIA H200")
+    assert real
+    with monkeypatch.context() as patch:
+        patch.setattr(autotune, "SHIPPED_DIR", tmp_path)
+        assert dispatch.shipped_families("NVIDIA H200") == []
+        assert dispatch.shipped_devices() == []
+    assert dispatch.shipped_families("NVIDIA H200") == real
+
+
+def test_an_h100_borrows_the_h200_prefill_table_and_another_gpu_only_when_asked(monkeypatch):
+    """The Gluon tables were measured on an H200. An H100 SXM reads the H200's prefill families by default (its
+    headline sweep, book/results/headline_h100.csv, timed them faster than chapter 6's kernel with the H100's own
+    configs) but not its window families (not measured there). Another sm_90 GPU keeps chapter 6's kernel unless
+    FA2_GLUON_TABLE names a GPU whose table to use, for prefill and windows alike. A name without a table is an
+    error that says so, not a silent fallback."""
     import torch
     monkeypatch.setattr(dispatch, "_can_run", lambda q, k, v: True)
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: "NVIDIA H100 80GB HBM3")
     q = torch.empty(8, 32, 2048, 128, dtype=torch.bfloat16, device="meta")
+    big = torch.empty(1, 32, 32768, 128, dtype=torch.bfloat16, device="meta")
+    families = dispatch.shipped_families("NVIDIA H200")
     monkeypatch.delenv("FA2_GLUON_TABLE", raising=False)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: "NVIDIA H100 80GB HBM3")
+    assert dispatch.choose(q, q, q, True, 0.088) == dispatch.gluon_choice(q, q, q, True, 0.088, families) is not None
+    assert dispatch.choose_window(big, big, big, True, 0.088, 4095, 0, 0.0) is None
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: "NVIDIA H100 PCIe")
     assert dispatch.choose(q, q, q, True, 0.088) is None
     assert dispatch.choose_window(q, q, q, True, 0.088, 1023, 0, 0.0) is None
     monkeypatch.setenv("FA2_GLUON_TABLE", "NVIDIA H200")
-    families = dispatch.shipped_families("NVIDIA H200")
     assert dispatch.choose(q, q, q, True, 0.088) == dispatch.gluon_choice(q, q, q, True, 0.088, families) is not None
-    big = torch.empty(1, 32, 32768, 128, dtype=torch.bfloat16, device="meta")
     assert dispatch.choose_window(big, big, big, True, 0.088, 4095, 0, 0.0) == dispatch.window_choice(
         big, big, big, True, 0.088, 4095, 0, 0.0, dispatch.shipped_windows("NVIDIA H200"))
     monkeypatch.setenv("FA2_GLUON_TABLE", "NVIDIA H300")

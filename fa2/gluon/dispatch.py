@@ -20,8 +20,8 @@ of 2 in either) has a Gluon config. Everything else keeps chapter 6's kernel: th
 the shapes it measured, and a shape between a Gluon win and a chapter-6 win goes to the nearer one.
 "configs" repeats the Gluon families as {"gluon/D128/bf16/causal/N8192/BH256": {"rung": 4, ...}}, the form every
 table under fa2/configs/ has. ``ENABLED = False`` (or the environment variable FA2_GLUON=0 at import) turns the
-dispatch off; FA2_GLUON_TABLE="NVIDIA H200" makes another sm_90 GPU (an H100, which has no table) read the
-H200's (table_device).
+dispatch off. An H100 SXM reads the H200's prefill families (PREFILL_TABLE_OF, measured there);
+FA2_GLUON_TABLE="NVIDIA H200" makes any other sm_90 GPU read the H200's table, windows included (table_device).
 """
 
 import contextlib
@@ -34,7 +34,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from fa2.chapters.autotune import SHIPPED_DIR, device_file_name
+from fa2.chapters import autotune
+from fa2.chapters.autotune import device_file_name
 from fa2.varlen_configs import DTYPES
 
 ENABLED = os.environ.get("FA2_GLUON", "1") != "0"
@@ -47,24 +48,43 @@ def table_file_name(device_name):
     return device_file_name(device_name)[:-len(".json")] + ".gluon.json"
 
 
+SHIPPED_DIR = autotune.SHIPPED_DIR   # fa2/configs/ (lookups call _shipped_dir(), which tests may redirect)
+
+
+def _shipped_dir():
+    """fa2/configs/, read where it is used (tests point autotune.SHIPPED_DIR at a folder of their own)."""
+    return autotune.SHIPPED_DIR
+
+
 @functools.lru_cache(maxsize=None)
-def _shipped_table(device_name):
-    """The shipped table for this GPU, read once; {} when there is none."""
-    path = SHIPPED_DIR / table_file_name(device_name)
+def _table_at(path):
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def table_device(q):
-    """Whose shipped table a call on q's GPU reads: that GPU's own, or the GPU named by the environment variable
-    FA2_GLUON_TABLE (e.g. "NVIDIA H200" on an H100, which has no table: the same sm_90 code, checked on the H200,
-    with the H200's ranking of the kernels, not one measured on this GPU). A name without a shipped table is an
-    error."""
+def _shipped_table(device_name):
+    """The shipped table for this GPU, read once per file; {} when there is none."""
+    return _table_at(_shipped_dir() / table_file_name(device_name))
+
+
+# GPUs without a table of their own whose prefill calls read another GPU's families by default, each named with
+# the run that measured it: the H100 SXM's headline sweep timed the H200's choices against chapter 6's kernel
+# with the H100's own configs, every output checked (book/results/headline_h100.csv, gpu/new_gpu.sh). Their
+# windowed calls keep chapter 10's kernel unless FA2_GLUON_TABLE says otherwise: those were not measured there.
+PREFILL_TABLE_OF = {"NVIDIA H100 80GB HBM3": "NVIDIA H200"}
+
+
+def table_device(q, prefill=True):
+    """Whose shipped table a call on q's GPU reads: the GPU named by the environment variable FA2_GLUON_TABLE
+    (e.g. "NVIDIA H200" on another sm_90 GPU: the same sm_90 code, checked on the H200, with the H200's ranking of
+    the kernels, not one measured on this GPU; a name without a shipped table is an error), else that GPU's own,
+    else for a prefill call the table PREFILL_TABLE_OF names for it."""
     import torch
     name = os.environ.get("FA2_GLUON_TABLE")
     if not name:
-        return torch.cuda.get_device_name(q.device.index)
+        own = torch.cuda.get_device_name(q.device.index)
+        return PREFILL_TABLE_OF.get(own, own) if prefill and not _shipped_table(own) else own
     if not _shipped_table(name):
-        shipped = sorted(path.name for path in SHIPPED_DIR.glob("*.gluon.json"))
+        shipped = sorted(path.name for path in _shipped_dir().glob("*.gluon.json"))
         raise ValueError(f"FA2_GLUON_TABLE={name!r}: there is no {table_file_name(name)} under fa2/configs/ "
                          f"(shipped: {', '.join(shipped)})")
     return name
@@ -72,8 +92,8 @@ def table_device(q):
 
 def shipped_devices():
     """The GPUs that have a shipped table, by the name each table was measured on (its "device")."""
-    names = [json.loads(path.read_text())["device"] for path in sorted(SHIPPED_DIR.glob("*.gluon.json"))]
-    return sorted(name for name in names if (SHIPPED_DIR / table_file_name(name)).exists())
+    names = [json.loads(path.read_text())["device"] for path in sorted(_shipped_dir().glob("*.gluon.json"))]
+    return sorted(name for name in names if (_shipped_dir() / table_file_name(name)).exists())
 
 
 def shipped_families(device_name):
@@ -160,7 +180,8 @@ def choose_window(q, k, v, causal, scale, left, right, softcap):
     """window_choice against this GPU's shipped table where the Gluon kernels can run (as choose)."""
     if not _can_run(q, k, v):
         return None
-    return window_choice(q, k, v, causal, scale, left, right, softcap, shipped_windows(table_device(q)))
+    return window_choice(q, k, v, causal, scale, left, right, softcap,
+                         shipped_windows(table_device(q, prefill=False)))
 
 
 def build_windows(rows, names, threshold=THRESHOLD):

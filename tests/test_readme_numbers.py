@@ -219,6 +219,30 @@ def test_the_order_caveat_is_the_order_study():
             f"{ratio(cudnn_first, 'sdpa_cudnn')}× when cuDNN did") in README.replace("\n", " ")
 
 
+def test_the_h100_line_is_its_csvs():
+    money = money_rows("money_h100")
+    assert {row["device"] for row in money.values()} == {"NVIDIA H100 80GB HBM3"}
+    n, (flash, cudnn) = ranges("headline_h100")
+    assert (f"the headline shape at {ratio(money, 'sdpa_flash')}× FA2 and {ratio(money, 'sdpa_cudnn')}× cuDNN; the "
+            f"headline sweep at {flash.replace(' (', ' FA2 (', 1)} and {cudnn.replace(' (', ' cuDNN (', 1)}"
+            ) in README.replace("\n", " ")
+
+
+def test_the_h100_page_is_its_csv_and_the_dispatch():
+    """book/results/h100.md: each headline shape's ratios, and the kernel the H200's table gives it on an H100."""
+    from fa2.gluon import dispatch
+    page = (RESULTS / "h100.md").read_text()
+    families = dispatch.shipped_families(dispatch.PREFILL_TABLE_OF["NVIDIA H100 80GB HBM3"])
+    for (B, H, _, N, D, causal, dtype), p in by_shape(read_rows(RESULTS / "headline_h100.csv")).items():
+        family = dispatch.nearest_family(families, D, dtype, causal, N, B * H)
+        gluon = family is not None and family["rung"] is not None
+        row = re.search(rf"^\| \({B}, {H}, {N}, {D}\) \| {'causal' if causal else 'full'} \| ([^|]+) \| (.+) \|$", page, re.M)
+        assert row, (B, H, N, D, causal)
+        assert row.group(1).startswith(f"rung {family['rung']}") if gluon else row.group(1) == "chapter 6's kernel"
+        assert row.group(2) == " | ".join(truncated(float(p["fa2"]["tflops"]) / float(p[peer]["tflops"]))
+                                          for peer in ("fa2_ch6", "sdpa_flash", "sdpa_cudnn"))
+
+
 def test_the_readme_links_the_runs_page():
     assert "(book/results/runs.md)" in README
 

@@ -360,3 +360,84 @@ if __name__ == "__main__":
     print()
     for name in REFERENCE_RUNS:
         print(reference_row(name))
+
+
+def us_text(us):
+    """A time as the bench prints it: four significant figures (6.588, 17.05, 181.9, 5407)."""
+    return f"{us:.4g}"
+
+
+def h100_decode_rows():
+    """book/results/h100.md's decode table, computed from decode_h100.csv: one '| B | N | ... |' line per contiguous
+    shape (peer / fa2: the fastest peer's time over fa2's; paged columns: paged time / contiguous time)."""
+    rows = {(r["layout"], int(r["B"]), int(r["N"]), r["provider"]): r
+            for r in csv.DictReader(open(RESULTS / "decode_h100.csv")) if r["check"] in ("ok", "n/a")}
+    assert {r["device"] for r in rows.values()} == {"NVIDIA H100 80GB HBM3"}
+    us = {k: float(r["gpu_us"]) for k, r in rows.items()}
+    lines = []
+    for (_, B, N, _) in sorted(k for k in us if k[0] == "contiguous" and k[3] == "fa2"):
+        fa2 = us[("contiguous", B, N, "fa2")]
+        cudnn, flash = us[("contiguous", B, N, "sdpa_cudnn")], us[("contiguous", B, N, "sdpa_flash")]
+        paged = [truncated(us[(f"paged{p}", B, N, "fa2")] / fa2) for p in (16, 256)]
+        lines.append(f"| {B} | {N // 1024}k | {us_text(fa2)} | {us_text(cudnn)} | {us_text(flash)} | "
+                     f"{truncated(min(cudnn, flash) / fa2)} | {paged[0]} | {paged[1]} |")
+    return lines
+
+
+def test_the_h100_decode_table_is_decode_h100_csv():
+    page = (RESULTS / "h100.md").read_text()
+    for line in h100_decode_rows():
+        assert line in page, line
+
+
+def read_ceiling_rows():
+    """book/results/read_ceiling.md's table from read_ceiling_h100.csv: per shape the fastest read-only kernel, its
+    time, cuDNN's, fa2.decode's, fastest reader / cuDNN, cuDNN / fa2 and torch.sum's time."""
+    rows = list(csv.DictReader(open(RESULTS / "read_ceiling_h100.csv")))
+    assert {r["device"] for r in rows} == {"NVIDIA H100 80GB HBM3"}
+    assert {r["check"] for r in rows if r["reader"] not in ("cudnn", "fa2_decode")} == {"ok"}
+    shapes = {}
+    for r in rows:
+        shapes.setdefault((int(r["B"]), int(r["N"])), {})[r["reader"]] = float(r["gpu_us"])
+    lines = []
+    for (B, N), us in shapes.items():
+        cudnn, fa2 = us.pop("cudnn"), us.pop("fa2_decode")
+        best = min(us, key=us.get)
+        gb = 2 * B * 8 * N * 128 * 2 / 1e9
+        lines.append(f"| {B} | {N // 1024}k | {gb:.3f} | `{best}` | {us_text(us[best])} | {us_text(cudnn)} | "
+                     f"{us_text(fa2)} | {truncated(us[best] / cudnn)} | {truncated(cudnn / fa2)} | "
+                     f"{us_text(us['torch_sum'])} |")
+    return lines
+
+
+def test_the_read_ceiling_table_is_its_csv():
+    page = (RESULTS / "read_ceiling.md").read_text()
+    for line in read_ceiling_rows():
+        assert line in page, line
+
+
+def test_the_read_ceiling_percentages_are_its_csv():
+    """read_ceiling.md's verdict and the README's line: how much less time the fastest reader took than cuDNN, and
+    how much more fa2.decode took, in per cent truncated to two places."""
+    shapes = {}
+    for r in csv.DictReader(open(RESULTS / "read_ceiling_h100.csv")):
+        shapes.setdefault((int(r["B"]), int(r["N"])), {})[r["reader"]] = float(r["gpu_us"])
+    pct = lambda x: f"{math.floor(x * 10000) / 100:.2f}"
+    gain, behind = {}, {}
+    for shape, us in shapes.items():
+        cudnn, fa2 = us.pop("cudnn"), us.pop("fa2_decode")
+        gain[shape], behind[shape] = 1 - min(us.values()) / cudnn, fa2 / cudnn - 1
+    page = (RESULTS / "read_ceiling.md").read_text().replace("\n", " ")
+    wide = [s for s in shapes if s[0] in (8, 32)]
+    assert f"at B = 32, within {pct(max(gain[s] for s in wide if s[0] == 32))} % of the fastest reader" in page
+    assert gain[(32, 8192)] < 0 and "at 8k keys none of the 22 was faster than cuDNN" in page
+    assert f"at B = 8, within {pct(gain[(8, 32768)])} % (32k keys) and {pct(gain[(8, 131072)])} % (128k keys)" in page
+    span = f"{pct(min(behind[s] for s in wide))}–{pct(max(behind[s] for s in wide))} %"
+    assert f"`fa2.decode` took {span} more time than cuDNN at these five shapes" in page
+    assert f"the H100's ({span})" in page
+    assert f"from one another: 0–{pct(max(gain[s] for s in wide))} %" in page
+    assert (f"the fastest took {pct(gain[(1, 131072)])} % less time than cuDNN there, and `fa2.decode` "
+            f"{pct(behind[(1, 131072)])} % more") in page
+    assert (f"22 kernels that only read the cache took at most {pct(max(gain[s] for s in wide))} % less time than "
+            f"cuDNN's decode at B = 8 and 32") in README.replace("\n", " ").replace("   ", " ").replace("  ", " ")
+    assert len(shapes[(32, 8192)]) == 22                   # the readers the page counts

@@ -4,6 +4,7 @@ rounded up), and must appear verbatim. A re-measured CSV without an updated READ
 
 `python tests/test_readme_numbers.py` prints the rows of runs.md's tables, computed from the CSVs."""
 import csv
+import json
 import math
 import re
 import statistics
@@ -441,3 +442,12 @@ def test_the_read_ceiling_percentages_are_its_csv():
     assert (f"22 kernels that only read the cache took at most {pct(max(gain[s] for s in wide))} % less time than "
             f"cuDNN's decode at B = 8 and 32") in README.replace("\n", " ").replace("   ", " ").replace("  ", " ")
     assert len(shapes[(32, 8192)]) == 22                   # the readers the page counts
+    most = pct(max(gain[s] for s in wide))
+    for stem, phrases in (("09_flash_decoding", [f"cuDNN's decode within {most} % of the fastest",
+                                                 f"took more than {most} % less time than cuDNN's decode"]),
+                          ("11_benchmarks", [f"took at most {most} % less time than cuDNN's decode"])):
+        cells = json.loads((ROOT / "book" / f"{stem}.ipynb").read_text())["cells"]
+        text = " ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+        text = " ".join(text.split())
+        for phrase in phrases:
+            assert phrase in text, (stem, phrase)

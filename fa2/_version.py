@@ -3,4 +3,4 @@
 Release notes for each version are in CHANGELOG.md.
 """
 
-__version__ = "0.3.23"
+__version__ = "0.3.24"

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from fa2.bench import by_shape, read_rows, summarize, truncated
+from fa2.bench_decode import DecodeShape
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "book" / "results"
@@ -391,20 +392,26 @@ def test_the_h100_decode_table_is_decode_h100_csv():
         assert line in page, line
 
 
-def read_ceiling_rows():
-    """book/results/read_ceiling.md's table from read_ceiling_h100.csv: per shape the fastest read-only kernel, its
-    time, cuDNN's, fa2.decode's, fastest reader / cuDNN, cuDNN / fa2 and torch.sum's time."""
+def read_ceiling_times():
+    """{(B, N): {reader: median µs}} of read_ceiling_h100.csv (its readers, cudnn and fa2_decode), every reader's
+    check passed."""
     rows = list(csv.DictReader(open(RESULTS / "read_ceiling_h100.csv")))
     assert {r["device"] for r in rows} == {"NVIDIA H100 80GB HBM3"}
     assert {r["check"] for r in rows if r["reader"] not in ("cudnn", "fa2_decode")} == {"ok"}
     shapes = {}
     for r in rows:
         shapes.setdefault((int(r["B"]), int(r["N"])), {})[r["reader"]] = float(r["gpu_us"])
+    return shapes
+
+
+def read_ceiling_rows():
+    """book/results/read_ceiling.md's table from read_ceiling_h100.csv: per shape the fastest read-only kernel, its
+    time, cuDNN's, fa2.decode's, fastest reader / cuDNN, cuDNN / fa2 and torch.sum's time."""
     lines = []
-    for (B, N), us in shapes.items():
+    for (B, N), us in read_ceiling_times().items():
         cudnn, fa2 = us.pop("cudnn"), us.pop("fa2_decode")
         best = min(us, key=us.get)
-        gb = 2 * B * 8 * N * 128 * 2 / 1e9
+        gb = DecodeShape(B, N).kv_bytes() / 1e9
         lines.append(f"| {B} | {N // 1024}k | {gb:.3f} | `{best}` | {us_text(us[best])} | {us_text(cudnn)} | "
                      f"{us_text(fa2)} | {truncated(us[best] / cudnn)} | {truncated(cudnn / fa2)} | "
                      f"{us_text(us['torch_sum'])} |")
@@ -420,9 +427,7 @@ def test_the_read_ceiling_table_is_its_csv():
 def test_the_read_ceiling_percentages_are_its_csv():
     """read_ceiling.md's verdict and the README's line: how much less time the fastest reader took than cuDNN, and
     how much more fa2.decode took, in per cent truncated to two places."""
-    shapes = {}
-    for r in csv.DictReader(open(RESULTS / "read_ceiling_h100.csv")):
-        shapes.setdefault((int(r["B"]), int(r["N"])), {})[r["reader"]] = float(r["gpu_us"])
+    shapes = read_ceiling_times()
     pct = lambda x: f"{math.floor(x * 10000) / 100:.2f}"
     gain, behind = {}, {}
     for shape, us in shapes.items():
